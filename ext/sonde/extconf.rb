@@ -1,0 +1,52 @@
+# frozen_string_literal: true
+
+# Builds Sonde's native core. On a Ruby or platform Sonde cannot profile, the
+# install still succeeds: this writes a Makefile that builds nothing, and
+# Sonde.supported? then says why (both read lib/sonde/platform.rb).
+require "mkmf"
+require_relative "../../lib/sonde/platform"
+
+reason = Sonde::Platform.unsupported_reason
+if reason
+  message = "sonde: the native core is not built: #{reason}"
+  warn message
+  File.write("Makefile", <<~MAKE)
+    all install static install-so install-rb clean distclean:
+    \t@echo "#{message.gsub('"', "'")}"
+  MAKE
+  exit 0
+end
+
+$CFLAGS << " -std=gnu11 -fvisibility=hidden -Werror-implicit-function-declaration"
+$CFLAGS << " -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers"
+$CFLAGS << " -O2 -g"
+
+abort "sonde: zlib.h not found; install zlib1g-dev (Debian) or zlib-devel" unless have_header("zlib.h")
+abort "sonde: libz not found; install zlib1g-dev (Debian) or zlib-devel" unless have_library("z", "deflateInit2_")
+have_library("pthread")
+abort "sonde: pthread_getcpuclockid is needed for per-thread CPU time" unless have_func("pthread_getcpuclockid", "pthread.h")
+have_library("dl")
+
+common = %w[sonde.c clocks.c signals.c worker.c idle_helper.c thread_context.c stacks.c
+            recorder.c pprof.c profile_export.c profiler.c]
+
+vm_sources =
+  case Sonde::Platform.backend
+  when :mjit_header
+    header = File.join(RbConfig::CONFIG["rubyarchhdrdir"], "rb_mjit_min_header-#{RUBY_VERSION}.h")
+    abort "sonde: #{header} is missing; install Ruby's development headers (ruby-dev)" unless File.exist?(header)
+    $defs << %(-DSONDE_MJIT_HEADER='"#{header}"')
+    %w[vm_ruby31.c]
+  end
+
+$srcs = common + vm_sources
+$objs = $srcs.map { |src| src.sub(/\.c\z/, ".o") }
+
+create_makefile("sonde/native/#{Sonde::Platform.native_extension_name}")
+
+# The MJIT header is Ruby's own internal header: large and noisy under our
+# warning flags. Quiet it for the one file that includes it, nowhere else.
+File.open("Makefile", "a") do |make|
+  make.puts "vm_ruby31.o: CFLAGS += -Wno-unused-function -Wno-sign-compare -Wno-unused-variable " \
+            "-Wno-implicit-fallthrough -Wno-attributes -Wno-cast-function-type"
+end

@@ -1,0 +1,151 @@
+// profile_export.c: recorder -> pprof. Runs with the GVL, at stop, never on
+// the sampling path: naming frames calls the VM and allocates Ruby strings.
+// Each distinct frame is named once per export.
+//
+// Sample types, in the recorder's value order: cpu-time (nanoseconds),
+// cpu-samples (count), wall-time (nanoseconds), wall-samples (count). Labels: "thread id" (number),
+// "thread name" and "state" (strings).
+#include "profile_export.h"
+
+#include <ruby/encoding.h>
+#include <ruby/st.h>
+
+#include "pprof.h"
+#include "stacks.h"
+#include "thread_context.h"
+
+typedef struct {
+  const recorder *rec;
+  const profile_export_times *times;
+  pprof_builder *builder;
+  st_table *function_ids;  // frame_id -> pprof function id
+  uint64_t *location_ids;  // recorder location index -> pprof location id
+  uint64_t *stack;         // one sample's pprof location ids
+  int64_t label_thread_id, label_thread_name, label_state;
+  int64_t *thread_names;   // recorder thread index -> string index
+  uint8_t *gzip;
+  size_t gzip_length;
+} export_run;
+
+static void check(bool ok) {
+  if (!ok) rb_raise(rb_eNoMemError, "sonde: out of memory while encoding the profile");
+}
+
+static void *checked_calloc(size_t count, size_t size) {
+  void *memory = calloc(count ? count : 1, size);
+  check(memory != NULL);
+  return memory;
+}
+
+static int64_t intern_ruby_string(pprof_builder *builder, VALUE string) {
+  if (!RB_TYPE_P(string, T_STRING)) return 0;
+  int64_t index = pprof_string(builder, RSTRING_PTR(string), (size_t)RSTRING_LEN(string));
+  check(index >= 0);
+  return index;
+}
+
+static uint64_t function_for(export_run *run, uint64_t frame_id) {
+  st_data_t found;
+  if (st_lookup(run->function_ids, (st_data_t)frame_id, &found)) return (uint64_t)found;
+  VALUE name, path;
+  int64_t first_line;
+  stacks_describe(frame_id, &name, &path, &first_line);
+  int64_t name_index = intern_ruby_string(run->builder, name);
+  if (name_index == 0) name_index = pprof_cstring(run->builder, "(unknown)");
+  uint64_t id = pprof_add_function(run->builder, name_index, intern_ruby_string(run->builder, path), first_line);
+  check(id != 0);
+  st_insert(run->function_ids, (st_data_t)frame_id, (st_data_t)id);
+  return id;
+}
+
+static void add_header(export_run *run) {
+  pprof_builder *builder = run->builder;
+  check(pprof_add_sample_type(builder, "cpu-time", "nanoseconds") == 0);
+  check(pprof_add_sample_type(builder, "cpu-samples", "count") == 0);
+  check(pprof_add_sample_type(builder, "wall-time", "nanoseconds") == 0);
+  check(pprof_add_sample_type(builder, "wall-samples", "count") == 0);
+  check(pprof_set_period(builder, "wall-time", "nanoseconds", run->times->period_ns) == 0);
+  check(pprof_set_default_sample_type(builder, "cpu-time") == 0);
+  pprof_set_time(builder, run->times->start_epoch_ns, run->times->duration_ns);
+  run->label_thread_id = pprof_cstring(builder, "thread id");
+  run->label_thread_name = pprof_cstring(builder, "thread name");
+  run->label_state = pprof_cstring(builder, "state");
+  check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0);
+}
+
+static void add_locations(export_run *run) {
+  size_t count = recorder_location_count(run->rec);
+  run->location_ids = checked_calloc(count, sizeof(uint64_t));
+  for (size_t i = 0; i < count; i++) {
+    recorder_frame frame = recorder_location(run->rec, i);
+    run->location_ids[i] = pprof_add_location(run->builder, function_for(run, frame.frame_id), frame.line);
+    check(run->location_ids[i] != 0);
+  }
+}
+
+static void add_thread_names(export_run *run) {
+  size_t count = recorder_thread_count(run->rec);
+  run->thread_names = checked_calloc(count, sizeof(int64_t));
+  for (size_t i = 0; i < count; i++) {
+    run->thread_names[i] = pprof_cstring(run->builder, recorder_thread_at(run->rec, i).name);
+    check(run->thread_names[i] >= 0);
+  }
+}
+
+static void add_samples(export_run *run) {
+  size_t count = recorder_sample_count(run->rec);
+  size_t stack_capacity = 0;
+  for (size_t i = 0; i < count; i++) {
+    recorder_sample sample = recorder_sample_at(run->rec, i);
+    if (sample.depth > stack_capacity) {
+      free(run->stack);
+      run->stack = NULL;
+      stack_capacity = sample.depth;
+      run->stack = checked_calloc(stack_capacity, sizeof(uint64_t));
+    }
+    for (uint32_t depth = 0; depth < sample.depth; depth++) {
+      run->stack[depth] = run->location_ids[sample.location_indexes[depth]];
+    }
+    recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
+    int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
+    check(state > 0);
+    pprof_label labels[] = {
+        {.key = run->label_thread_id, .num = thread.thread_id},
+        {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
+        {.key = run->label_state, .str = state},
+    };
+    check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, RECORDER_VALUE_COUNT, labels,
+                           sizeof(labels) / sizeof(labels[0])) == 0);
+  }
+}
+
+static VALUE build(VALUE arg) {
+  export_run *run = (export_run *)arg;
+  run->builder = pprof_builder_new();
+  check(run->builder != NULL);
+  run->function_ids = st_init_numtable();
+  add_header(run);
+  add_locations(run);
+  add_thread_names(run);
+  add_samples(run);
+  check(pprof_encode_gzip(run->builder, &run->gzip, &run->gzip_length) == 0);
+  VALUE bytes = rb_str_new((const char *)run->gzip, (long)run->gzip_length);
+  rb_enc_associate(bytes, rb_ascii8bit_encoding());
+  return bytes;
+}
+
+static VALUE release(VALUE arg) {
+  export_run *run = (export_run *)arg;
+  if (run->builder) pprof_builder_free(run->builder);
+  if (run->function_ids) st_free_table(run->function_ids);
+  free(run->location_ids);
+  free(run->stack);
+  free(run->thread_names);
+  free(run->gzip);
+  return Qnil;
+}
+
+VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times) {
+  export_run run = {.rec = rec, .times = times};
+  return rb_ensure(build, (VALUE)&run, release, (VALUE)&run);
+}

@@ -1,0 +1,69 @@
+// profiler.h: the state of one profiling run, shared by the parts of the
+// core. Fields are grouped by who may touch them and when, because three
+// kinds of context meet here: the SIGPROF handler (reads only), the trigger
+// thread (no GVL), and Ruby threads holding the GVL (everything else).
+#ifndef SONDE_PROFILER_H
+#define SONDE_PROFILER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ruby.h>
+
+#include "recorder.h"
+
+typedef struct thread_contexts thread_contexts;
+
+// Counters shown by Sonde.stats. Those bumped outside the GVL are atomics.
+typedef struct {
+  uint64_t signals_sent;      // trigger thread
+  uint64_t signal_failures;   // trigger thread: pthread_kill failed
+  uint64_t idle_requests;     // trigger thread: no GVL owner, helper asked
+  uint64_t signals_received;  // handler (atomic)
+  uint64_t wrong_thread;      // handler (atomic): the receiver did not hold the GVL
+  uint64_t jobs_not_queued;   // handler (atomic): Ruby's postponed-job queue was full
+  uint64_t samples;           // sampling passes, with the GVL
+  uint64_t cpu_samples;       // passes where a profiled thread was on the CPU (= sum of cpu-samples)
+  uint64_t idle_samples;      // passes taken by the idle helper
+  uint64_t thread_samples;    // threads recorded over all passes
+  uint64_t dropped_samples;   // thread samples lost to a failed allocation
+  int64_t sampling_ns_total, sampling_ns_min, sampling_ns_max;
+} sonde_stats;
+
+typedef struct sonde_profiler {
+  // Set once by start, before any other thread can see the profiler.
+  int64_t interval_ns;
+  uint32_t max_frames;
+  bool use_signals;
+  int64_t start_monotonic_ns;
+  int64_t start_epoch_ns;
+
+  // Read by everyone, written by stop or by a failed sample.
+  volatile bool stop_requested;
+
+  // With the GVL only.
+  recorder *recorder;
+  thread_contexts *contexts;
+  recorder_frame *frame_buffer; // max_frames + 1 (truncation marker)
+  int64_t previous_pass_ns;
+  VALUE trigger_thread;
+  VALUE idle_thread;
+  VALUE failure; // the exception that stopped sampling, or Qnil
+  bool fail_next_sample; // test hook
+  sonde_stats stats;
+
+  // Wakes the trigger thread early when stopping.
+  pthread_mutex_t trigger_lock;
+  pthread_cond_t trigger_wakeup;
+
+  // The idle helper waits here for a request from the trigger thread.
+  pthread_mutex_t idle_lock;
+  pthread_cond_t idle_wakeup;
+  bool idle_requested;
+} sonde_profiler;
+
+// Defines Sonde::Native.start, stop, stats, ... on the module the loader gives.
+void profiler_define_methods(VALUE native);
+
+#endif

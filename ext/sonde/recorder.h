@@ -1,0 +1,74 @@
+// recorder.h: aggregates samples by (stack, thread, state) so that a profile
+// costs memory per distinct stack, not per sample. Pure C: no Ruby, unit-tested
+// under AddressSanitizer against a naive reference.
+//
+// Called from the sampling path (with the GVL, never from a signal handler or
+// during GC). It allocates only when it meets a stack, location or thread it
+// has not seen; in the steady state recording allocates nothing.
+#ifndef SONDE_RECORDER_H
+#define SONDE_RECORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// Values kept per sample, in this order (the pprof sample types).
+enum { RECORDER_CPU_TIME_NS, RECORDER_CPU_SAMPLES, RECORDER_WALL_TIME_NS, RECORDER_WALL_SAMPLES, RECORDER_VALUE_COUNT };
+
+// One frame: frame_id is opaque to the recorder (the sampler stores a Ruby
+// VALUE there, or a synthetic id); line is the line executing in that frame.
+typedef struct {
+  uint64_t frame_id;
+  int32_t line;
+} recorder_frame;
+
+// A thread as the recorder knows it: the thread id label and its name.
+typedef struct {
+  int64_t thread_id;
+  const char *name; // NUL-terminated, owned by the recorder
+} recorder_thread;
+
+// One aggregated sample, as read back for export.
+typedef struct {
+  const uint32_t *location_indexes; // leaf first; index into the location table
+  uint32_t depth;
+  uint32_t thread_index; // index into the thread table
+  uint8_t state;         // opaque to the recorder
+  int64_t values[RECORDER_VALUE_COUNT];
+} recorder_sample;
+
+typedef struct recorder recorder;
+
+// Returns NULL when out of memory.
+recorder *recorder_new(void);
+void recorder_free(recorder *rec);
+
+// Forgets every sample, stack, location and thread; keeps the allocated
+// capacity so the next period records without allocating again.
+void recorder_clear(recorder *rec);
+
+// Adds values to the sample for this stack (frames leaf first), thread and
+// state, creating it if new. Threads are told apart by (thread_id, name): a
+// thread renamed mid-profile becomes a second entry. thread_name may be NULL
+// (recorded as ""). Returns 0, or -1 when out of memory (nothing recorded).
+int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth, int64_t thread_id,
+                    const char *thread_name, uint8_t state, const int64_t values[RECORDER_VALUE_COUNT]);
+
+// Read-back, for export. Indexes run from 0 to count - 1, in the order first
+// seen. Pointers stay valid until the next recorder_record or recorder_clear.
+size_t recorder_location_count(const recorder *rec);
+recorder_frame recorder_location(const recorder *rec, size_t index);
+size_t recorder_thread_count(const recorder *rec);
+recorder_thread recorder_thread_at(const recorder *rec, size_t index);
+size_t recorder_sample_count(const recorder *rec);
+recorder_sample recorder_sample_at(const recorder *rec, size_t index);
+
+// Sum of one value over all samples (for stats and tests).
+int64_t recorder_total(const recorder *rec, int value_index);
+
+// Tests only: lets `successes` more of this recorder's allocations succeed,
+// then makes every later one fail, so a test can reach each out-of-memory
+// path. A negative count lifts the limit (the default).
+void recorder_fail_allocations_after_for_testing(recorder *rec, long successes);
+
+#endif

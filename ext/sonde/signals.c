@@ -1,0 +1,97 @@
+// signals.c: installs, replaces and blocks SIGPROF.
+//
+// The handler here is the only code of Sonde that runs inside a signal
+// handler. It saves and restores errno (the interrupted code may be about to
+// read it) and calls the one callback it was given; the callback is written
+// before sigaction publishes the handler, so it is never seen half-set.
+#define _GNU_SOURCE
+#include "signals.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile signals_callback sampling_callback;
+
+static void sampling_handler(int signal_number, siginfo_t *info, void *context) {
+  int saved_errno = errno;
+  signals_callback callback = sampling_callback;
+  if (callback != NULL) callback();
+  errno = saved_errno;
+}
+
+static void empty_handler(int signal_number, siginfo_t *info, void *context) {}
+
+static bool is_ours(const struct sigaction *action) {
+  if (!(action->sa_flags & SA_SIGINFO)) return false;
+  return action->sa_sigaction == sampling_handler || action->sa_sigaction == empty_handler;
+}
+
+static bool is_default_or_ignored(const struct sigaction *action) {
+  if (action->sa_flags & SA_SIGINFO) return false;
+  return action->sa_handler == SIG_DFL || action->sa_handler == SIG_IGN;
+}
+
+// Names the foreign handler for the error message, by the library it is in.
+static void describe_handler(const struct sigaction *action, char *out, size_t size) {
+  void *address = (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
+  Dl_info info;
+  if (dladdr(address, &info) != 0 && info.dli_fname != NULL) {
+    snprintf(out, size, "%s in %s", info.dli_sname ? info.dli_sname : "a function", info.dli_fname);
+  } else {
+    snprintf(out, size, "a function at %p", address);
+  }
+}
+
+static bool install(void (*handler)(int, siginfo_t *, void *)) {
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  sigemptyset(&action.sa_mask);
+  // SA_RESTART: a syscall interrupted by our signal resumes instead of failing with EINTR.
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  action.sa_sigaction = handler;
+  return sigaction(SIGPROF, &action, NULL) == 0;
+}
+
+bool signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size) {
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) != 0) {
+    snprintf(error, error_size, "could not read the SIGPROF handler: %s", strerror(errno));
+    return false;
+  }
+  if (!is_ours(&current) && !is_default_or_ignored(&current)) {
+    char who[512];
+    describe_handler(&current, who, sizeof(who));
+    snprintf(error, error_size,
+             "another SIGPROF handler is installed (%s); is another profiler (StackProf, "
+             "Datadog, ...) running? Stop it before starting Sonde, or start Sonde with signals: false",
+             who);
+    return false;
+  }
+  sampling_callback = on_signal;
+  if (!install(sampling_handler)) {
+    snprintf(error, error_size, "could not install the SIGPROF handler: %s", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+void signals_install_empty_handler(void) {
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) != 0) return;
+  // Someone else took SIGPROF over while we ran: theirs now, leave it be.
+  if (!is_ours(&current)) return;
+  install(empty_handler); // sampling_handler stays valid if this fails; it checks for a callback
+  sampling_callback = NULL;
+}
+
+void signals_block_in_current_thread(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+bool signals_send_sigprof(pthread_t thread) { return pthread_kill(thread, SIGPROF) == 0; }

@@ -1,0 +1,45 @@
+// stacks.c: collects stacks for the recorder and names their frames.
+//
+// Frame ids are Ruby VALUEs (method entries and iseqs), which are 8-byte
+// aligned. Synthetic frames use odd ids, so the two can never collide and
+// the GC is never shown an id that is not an object.
+#include "stacks.h"
+
+#include "vm.h"
+
+// A synthetic id is (payload << SYNTHETIC_SHIFT) | kind.
+#define SYNTHETIC_SHIFT 3
+#define SYNTHETIC_KIND_MASK 7u
+#define SYNTHETIC_TRUNCATED 1u
+
+static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
+
+uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames) {
+  uint32_t total_depth = 0;
+  uint32_t kept = vm_thread_frames(thread_handle, frames, max_frames, &total_depth);
+  if (total_depth > kept) {
+    uint64_t cut = total_depth - kept;
+    frames[kept++] = (recorder_frame){.frame_id = (cut << SYNTHETIC_SHIFT) | SYNTHETIC_TRUNCATED, .line = 0};
+  }
+  return kept;
+}
+
+void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
+  if (!is_synthetic(frame_id)) {
+    vm_describe_frame(frame_id, name, path, first_line);
+    return;
+  }
+  *path = Qnil;
+  *first_line = 0;
+  switch (frame_id & SYNTHETIC_KIND_MASK) {
+    case SYNTHETIC_TRUNCATED:
+      *name = rb_sprintf("(truncated %llu frames)", (unsigned long long)(frame_id >> SYNTHETIC_SHIFT));
+      break;
+    default:
+      *name = rb_str_new_cstr("(unknown)");
+  }
+}
+
+void stacks_mark(uint64_t frame_id) {
+  if (!is_synthetic(frame_id)) vm_mark_frame(frame_id);
+}

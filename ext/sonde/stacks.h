@@ -1,0 +1,26 @@
+// stacks.h: turns a thread's frames into what the recorder stores, adds the
+// synthetic frames the VM does not have (the truncation marker), and names
+// frames for export.
+#ifndef SONDE_STACKS_H
+#define SONDE_STACKS_H
+
+#include <stdint.h>
+
+#include <ruby.h>
+
+#include "recorder.h"
+
+// Fills frames (room for max_frames + 1) with the thread's stack, leaf
+// first. A stack deeper than max_frames keeps its max_frames innermost
+// frames and ends with one "(truncated N frames)" frame. Returns the number
+// of frames written. Needs the GVL; allocates nothing.
+uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames);
+
+// Names a frame for export (see vm_describe_frame), synthetic ones included.
+// Needs the GVL; allocates Ruby strings.
+void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);
+
+// Keeps a recorded frame's Ruby object alive and in place. For the GC mark phase.
+void stacks_mark(uint64_t frame_id);
+
+#endif

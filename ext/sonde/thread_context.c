@@ -1,0 +1,265 @@
+// thread_context.c: per-thread sampling state and the sampling pass.
+//
+// Runs with the GVL, from a postponed job (after a SIGPROF) or from the idle
+// helper; never in a signal handler and never during GC. Holding the GVL is
+// what makes other threads' frames and states stable while we read them.
+//
+// Steady state allocates nothing: contexts are created once per thread, the
+// thread list and frame buffer are reused, the recorder grows only on new
+// stacks. Naming a thread (once per thread) may call into Ruby.
+#include "thread_context.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <ruby/st.h>
+
+#include "clocks.h"
+#include "stacks.h"
+#include "vm.h"
+
+#define THREAD_NAME_SIZE 128
+#define INITIAL_THREAD_CAPACITY 16
+
+typedef struct {
+  const void *handle;
+  int64_t native_tid;
+  clockid_t cpu_clock;
+  bool has_cpu_clock;
+  int64_t cpu_ns_at_previous_sample;
+  int64_t wall_ns_at_previous_sample;
+  VALUE name_source; // the Thread#name the cached name was made from
+  char name[THREAD_NAME_SIZE];
+  uint64_t last_seen_pass;
+} thread_context;
+
+struct thread_contexts {
+  st_table *by_handle; // VM thread handle -> thread_context *
+  uint64_t pass;
+  vm_thread_info *threads; // this pass's threads, reused between passes
+  size_t thread_count, thread_capacity;
+};
+
+static const char *const STATE_NAMES[VM_THREAD_STATE_COUNT] = {
+    [VM_THREAD_RUNNING] = "running",
+    [VM_THREAD_WAITING_FOR_GVL] = "waiting for gvl",
+    [VM_THREAD_SLEEPING] = "sleeping",
+    [VM_THREAD_BLOCKED] = "blocked",
+};
+
+const char *thread_state_name(uint8_t state) {
+  return state < VM_THREAD_STATE_COUNT ? STATE_NAMES[state] : "unknown";
+}
+
+thread_contexts *thread_contexts_new(void) {
+  thread_contexts *contexts = calloc(1, sizeof(*contexts));
+  if (contexts == NULL) return NULL;
+  contexts->threads = calloc(INITIAL_THREAD_CAPACITY, sizeof(vm_thread_info));
+  if (contexts->threads == NULL) {
+    free(contexts);
+    return NULL;
+  }
+  contexts->thread_capacity = INITIAL_THREAD_CAPACITY;
+  contexts->by_handle = st_init_numtable();
+  return contexts;
+}
+
+static int free_context(st_data_t key, st_data_t value, st_data_t arg) {
+  free((thread_context *)value);
+  return ST_DELETE;
+}
+
+void thread_contexts_free(thread_contexts *contexts) {
+  if (contexts == NULL) return;
+  st_foreach(contexts->by_handle, free_context, 0);
+  st_free_table(contexts->by_handle);
+  free(contexts->threads);
+  free(contexts);
+}
+
+size_t thread_contexts_count(const thread_contexts *contexts) { return contexts->by_handle->num_entries; }
+
+static int mark_context(st_data_t key, st_data_t value, st_data_t arg) {
+  rb_gc_mark(((thread_context *)value)->name_source);
+  return ST_CONTINUE;
+}
+
+void thread_contexts_mark(const thread_contexts *contexts) {
+  if (contexts != NULL) st_foreach(contexts->by_handle, mark_context, 0);
+}
+
+// Copies the thread list first: naming a new thread calls into Ruby, and the
+// VM's list must not be walked across such a call.
+static void collect_thread(const vm_thread_info *info, void *data) {
+  thread_contexts *contexts = data;
+  if (contexts->thread_count == contexts->thread_capacity) {
+    size_t capacity = contexts->thread_capacity * 2;
+    vm_thread_info *grown = realloc(contexts->threads, capacity * sizeof(vm_thread_info));
+    if (grown == NULL) return; // this thread is skipped this pass; dropped_samples would not know it, rare
+    contexts->threads = grown;
+    contexts->thread_capacity = capacity;
+  }
+  contexts->threads[contexts->thread_count++] = *info;
+}
+
+static void copy_truncated(char *out, const char *text, size_t length) {
+  // Keep the end of long names: for file paths it is the part that tells.
+  if (length >= THREAD_NAME_SIZE) {
+    text += length - (THREAD_NAME_SIZE - 1);
+    length = THREAD_NAME_SIZE - 1;
+  }
+  memcpy(out, text, length);
+  out[length] = '\0';
+}
+
+static VALUE start_location(VALUE proc) { return rb_funcall(proc, rb_intern("source_location"), 0); }
+
+// "main", the thread's name, else where it was started ("app.rb:12").
+static void name_thread(thread_context *context, const vm_thread_info *info) {
+  context->name_source = info->name;
+  if (info->is_main) {
+    snprintf(context->name, THREAD_NAME_SIZE, "main");
+    return;
+  }
+  if (RB_TYPE_P(info->name, T_STRING)) {
+    copy_truncated(context->name, RSTRING_PTR(info->name), (size_t)RSTRING_LEN(info->name));
+    return;
+  }
+  snprintf(context->name, THREAD_NAME_SIZE, "thread %lld", (long long)info->native_tid);
+  VALUE proc = vm_thread_start_proc(info->handle);
+  if (NIL_P(proc)) return;
+  int raised = 0;
+  VALUE location = rb_protect(start_location, proc, &raised);
+  if (raised) {
+    rb_set_errinfo(Qnil);
+    return;
+  }
+  if (!RB_TYPE_P(location, T_ARRAY) || RARRAY_LEN(location) != 2) return;
+  VALUE path = RARRAY_AREF(location, 0), line = RARRAY_AREF(location, 1);
+  if (!RB_TYPE_P(path, T_STRING) || !FIXNUM_P(line)) return;
+  char text[PATH_MAX + 32];
+  int length = snprintf(text, sizeof(text), "%.*s:%ld", (int)RSTRING_LEN(path), RSTRING_PTR(path), FIX2LONG(line));
+  if (length > 0) copy_truncated(context->name, text, (size_t)length < sizeof(text) ? (size_t)length : sizeof(text) - 1);
+}
+
+// Finds or creates the context of a thread. is_new tells whether this is the
+// thread's first sample. Returns NULL when out of memory.
+static thread_context *context_for(thread_contexts *contexts, const vm_thread_info *info, bool *is_new) {
+  st_data_t found;
+  *is_new = false;
+  if (st_lookup(contexts->by_handle, (st_data_t)info->handle, &found)) {
+    thread_context *context = (thread_context *)found;
+    // A freed thread's struct can be reused for a new thread: same handle, new tid.
+    if (context->native_tid == info->native_tid) return context;
+    st_delete(contexts->by_handle, (st_data_t *)&context->handle, NULL);
+    free(context);
+  }
+  thread_context *context = calloc(1, sizeof(*context));
+  if (context == NULL) return NULL;
+  context->handle = info->handle;
+  context->native_tid = info->native_tid;
+  context->has_cpu_clock = clocks_thread_cpu_clock(info->pthread, &context->cpu_clock);
+  context->name_source = Qundef;
+  st_insert(contexts->by_handle, (st_data_t)info->handle, (st_data_t)context);
+  *is_new = true;
+  return context;
+}
+
+static int64_t cpu_now(const thread_context *context) {
+  return context->has_cpu_clock ? clocks_cpu_ns(context->cpu_clock) : -1;
+}
+
+static int forget_if_gone(st_data_t key, st_data_t value, st_data_t arg) {
+  thread_context *context = (thread_context *)value;
+  if (context->last_seen_pass == *(uint64_t *)arg) return ST_CONTINUE;
+  free(context);
+  return ST_DELETE;
+}
+
+static void forget_dead_threads(thread_contexts *contexts, size_t threads_sampled) {
+  if (contexts->by_handle->num_entries > threads_sampled) {
+    st_foreach(contexts->by_handle, forget_if_gone, (st_data_t)&contexts->pass);
+  }
+}
+
+static bool is_profiler_thread(const sonde_profiler *profiler, VALUE thread) {
+  return thread == profiler->trigger_thread || thread == profiler->idle_thread;
+}
+
+static void list_threads(sonde_profiler *profiler) {
+  thread_contexts *contexts = profiler->contexts;
+  contexts->thread_count = 0;
+  contexts->pass++;
+  vm_each_thread(collect_thread, contexts);
+}
+
+void thread_contexts_baseline(sonde_profiler *profiler) {
+  thread_contexts *contexts = profiler->contexts;
+  int64_t now = clocks_monotonic_ns();
+  list_threads(profiler);
+  for (size_t i = 0; i < contexts->thread_count; i++) {
+    bool is_new;
+    thread_context *context = context_for(contexts, &contexts->threads[i], &is_new);
+    if (context == NULL) continue;
+    context->cpu_ns_at_previous_sample = cpu_now(context);
+    context->wall_ns_at_previous_sample = now;
+    context->last_seen_pass = contexts->pass;
+  }
+  profiler->previous_pass_ns = now;
+}
+
+static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, int64_t now, bool *someone_on_cpu) {
+  thread_contexts *contexts = profiler->contexts;
+  bool is_new;
+  thread_context *context = context_for(contexts, info, &is_new);
+  if (context == NULL) {
+    profiler->stats.dropped_samples++;
+    return;
+  }
+  context->last_seen_pass = contexts->pass;
+  if (context->name_source != info->name) name_thread(context, info);
+
+  // A thread born since the previous pass: all its CPU time is new, and it
+  // lived at most since that pass.
+  int64_t cpu = cpu_now(context);
+  int64_t cpu_before = is_new ? 0 : context->cpu_ns_at_previous_sample;
+  int64_t wall_before = is_new ? profiler->previous_pass_ns : context->wall_ns_at_previous_sample;
+  int64_t cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
+  int64_t wall_delta = now > wall_before ? now - wall_before : 0;
+  context->cpu_ns_at_previous_sample = cpu;
+  context->wall_ns_at_previous_sample = now;
+
+  bool on_cpu = info->state == VM_THREAD_RUNNING;
+  if (on_cpu) *someone_on_cpu = true;
+  int64_t values[RECORDER_VALUE_COUNT] = {
+      [RECORDER_CPU_TIME_NS] = cpu_delta,
+      [RECORDER_CPU_SAMPLES] = on_cpu ? 1 : 0,
+      [RECORDER_WALL_TIME_NS] = wall_delta,
+      [RECORDER_WALL_SAMPLES] = 1,
+  };
+  uint32_t depth = stacks_collect(info->handle, profiler->frame_buffer, profiler->max_frames);
+  if (recorder_record(profiler->recorder, profiler->frame_buffer, depth, info->native_tid, context->name,
+                      (uint8_t)info->state, values) != 0) {
+    profiler->stats.dropped_samples++;
+    return;
+  }
+  profiler->stats.thread_samples++;
+}
+
+void thread_contexts_sample_all(sonde_profiler *profiler) {
+  thread_contexts *contexts = profiler->contexts;
+  int64_t now = clocks_monotonic_ns();
+  bool someone_on_cpu = false;
+  size_t threads_sampled = 0;
+  list_threads(profiler);
+  for (size_t i = 0; i < contexts->thread_count; i++) {
+    const vm_thread_info *info = &contexts->threads[i];
+    if (is_profiler_thread(profiler, info->thread)) continue;
+    sample_thread(profiler, info, now, &someone_on_cpu);
+    threads_sampled++;
+  }
+  forget_dead_threads(contexts, threads_sampled);
+  profiler->previous_pass_ns = now;
+  profiler->stats.samples++;
+  if (someone_on_cpu) profiler->stats.cpu_samples++;
+}

@@ -1,0 +1,32 @@
+// thread_context.h: WHAT is recorded for each thread at each sampling pass:
+// its stack, the CPU time and wall time it spent since its previous sample,
+// its name, id and state.
+#ifndef SONDE_THREAD_CONTEXT_H
+#define SONDE_THREAD_CONTEXT_H
+
+#include "profiler.h"
+
+// Returns NULL when out of memory.
+thread_contexts *thread_contexts_new(void);
+void thread_contexts_free(thread_contexts *contexts);
+
+// Meets every current thread without recording, so that the first sample of
+// a thread that existed before the profile started charges only the time
+// since the start. Needs the GVL.
+void thread_contexts_baseline(sonde_profiler *profiler);
+
+// One sampling pass: records every Ruby thread but the profiler's own. May
+// raise (a Ruby exception while naming a new thread); callers protect it.
+// Needs the GVL; never called during GC or from a signal handler.
+void thread_contexts_sample_all(sonde_profiler *profiler);
+
+// Number of threads with live state (dead threads are forgotten).
+size_t thread_contexts_count(const thread_contexts *contexts);
+
+// Keeps cached Ruby objects alive. For the GC mark phase.
+void thread_contexts_mark(const thread_contexts *contexts);
+
+// The label value of a state, for export: "running", "waiting for gvl", ...
+const char *thread_state_name(uint8_t state);
+
+#endif

@@ -1,0 +1,72 @@
+// vm.h: the only window onto the Ruby VM's internals. Everything that depends
+// on how a Ruby version lays out its threads, GVL and control frames sits
+// behind these functions, in one file per backend (vm_ruby31.c for Ruby 3.1
+// and 3.2, which read Ruby's own MJIT header). The rest of the core sees
+// opaque handles and plain C values.
+#ifndef SONDE_VM_H
+#define SONDE_VM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ruby.h>
+
+#include "recorder.h"
+
+// What a thread is doing, as far as the VM can tell without asking it.
+typedef enum {
+  VM_THREAD_RUNNING,         // holds the GVL
+  VM_THREAD_WAITING_FOR_GVL, // runnable, queued for the GVL
+  VM_THREAD_SLEEPING,        // sleep, Queue#pop, Mutex#lock, join, ...
+  VM_THREAD_BLOCKED,         // in a blocking region without the GVL (IO, syscalls, C calls)
+  VM_THREAD_STATE_COUNT
+} vm_thread_state;
+
+// One live Ruby thread of the main Ractor, as seen while holding the GVL.
+typedef struct {
+  const void *handle; // opaque: the VM's thread struct; valid while the GVL is held
+  VALUE thread;       // the Thread object
+  pthread_t pthread;
+  int64_t native_tid; // Linux thread id, as Thread#native_thread_id
+  vm_thread_state state;
+  bool is_main;
+  VALUE name; // Thread#name, or Qnil
+} vm_thread_info;
+
+typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
+
+// Remembers the main Ractor. Call once with the GVL, on the main Ractor.
+void vm_init(void);
+
+// Calls visit for every living thread of the main Ractor. Needs the GVL.
+void vm_each_thread(vm_thread_visitor visit, void *data);
+
+// Signal-safe, no GVL needed: reads which pthread holds the main Ractor's GVL.
+// Returns false when no thread holds it. The read is racy by nature: the
+// owner may change right after; callers treat it as a hint.
+bool vm_gvl_owner_from_any_thread(pthread_t *owner);
+
+// Signal-safe: whether the calling thread holds the main Ractor's GVL.
+bool vm_current_thread_holds_gvl_signal_safe(void);
+
+// Fills frames (leaf first) with at most max_frames frames of the thread's
+// current stack; frame_id is a Ruby VALUE (method entry or iseq) that
+// vm_describe_frame understands. Sets *total_depth to the whole stack's depth
+// (larger than the return value when the stack was cut). Needs the GVL.
+uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
+                          uint32_t *total_depth);
+
+// For a thread started from a block: the block (a Proc), else Qnil. Needs the GVL.
+VALUE vm_thread_start_proc(const void *handle);
+
+// Describes a frame_id from vm_thread_frames: its name ("Class#method",
+// "Class.method", "block in Class#method", "<main>"), its file and the line
+// its method starts on. name and path may come back Qnil when unknown. Needs
+// the GVL; may allocate Ruby strings, so never call it while sampling.
+void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);
+
+// Marks a frame_id so that the GC neither frees nor moves what it points at.
+void vm_mark_frame(uint64_t frame_id);
+
+#endif

@@ -1,0 +1,183 @@
+// vm_ruby31.c: VM access for Ruby 3.1 and 3.2, through the VM's own structs
+// as Ruby ships them in rb_mjit_min_header-<version>.h (installed with the
+// Ruby headers). Those Rubies have no public API to read another thread's
+// frames or the GVL owner, so this file does it the way Ruby's own
+// rb_profile_frames does for the current thread, for any thread.
+//
+// Constraints: functions marked signal-safe only read memory (no locks, no
+// allocation, no Ruby calls). Everything else runs with the GVL held, which
+// is what keeps other threads' frames and the thread list still while we
+// read them. The MJIT header must come before any other Ruby header.
+#include SONDE_MJIT_HEADER
+
+#include <ruby/debug.h>
+
+#include "vm.h"
+
+// The main Ractor, remembered at init: reading GET_RACTOR() from a thread
+// that is not a Ruby thread (or from a signal handler) is not allowed.
+static rb_ractor_t *main_ractor;
+
+
+bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
+  const rb_thread_t *thread = __atomic_load_n(&main_ractor->threads.gvl.owner, __ATOMIC_RELAXED);
+  if (thread == NULL) return false;
+  *owner = thread->thread_id;
+  return true;
+}
+
+bool vm_current_thread_holds_gvl_signal_safe(void) {
+  pthread_t owner;
+  return main_ractor != NULL && vm_gvl_owner_from_any_thread(&owner) && pthread_equal(owner, pthread_self());
+}
+
+// Classes whose C methods put a thread to sleep with a timeout (sleep(1),
+// join(1), ConditionVariable#wait through Mutex#sleep, Queue#pop): threads
+// in them are "sleeping", not "blocked".
+static VALUE sleeping_owners[4];
+
+static void remember_sleeping_owners(void) {
+  sleeping_owners[0] = rb_mKernel;
+  sleeping_owners[1] = rb_cThread;
+  sleeping_owners[2] = rb_const_get(rb_cThread, rb_intern("Mutex"));
+  sleeping_owners[3] = rb_const_get(rb_cThread, rb_intern("Queue"));
+  for (size_t i = 0; i < sizeof(sleeping_owners) / sizeof(sleeping_owners[0]); i++) {
+    rb_gc_register_mark_object(sleeping_owners[i]);
+  }
+}
+
+void vm_init(void) {
+  main_ractor = GET_VM()->ractor.main_ractor;
+  remember_sleeping_owners();
+}
+
+static bool leaf_is_a_sleep(const rb_thread_t *thread) {
+  const rb_control_frame_t *leaf = thread->ec->cfp;
+  if (leaf >= RUBY_VM_END_CONTROL_FRAME(thread->ec) || VM_FRAME_TYPE(leaf) != VM_FRAME_MAGIC_CFUNC) return false;
+  const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(leaf);
+  if (method == NULL) return false;
+  for (size_t i = 0; i < sizeof(sleeping_owners) / sizeof(sleeping_owners[0]); i++) {
+    if (method->owner == sleeping_owners[i]) return true;
+  }
+  return false;
+}
+
+// Ruby 3.1 marks a thread THREAD_STOPPED both in a timed sleep and inside a
+// blocking region (IO, syscalls, C code without the GVL), and sets an
+// unblocking function in both; THREAD_STOPPED_FOREVER is always a sleep
+// (Queue#pop, Mutex#lock, join). What the thread is calling tells the rest.
+static vm_thread_state state_of(const rb_thread_t *thread) {
+  if (main_ractor->threads.gvl.owner == thread) return VM_THREAD_RUNNING;
+  switch (thread->status) {
+    case THREAD_STOPPED_FOREVER:
+      return VM_THREAD_SLEEPING;
+    case THREAD_STOPPED:
+      // Out of its wait (no unblocking function) but not running: queued for the GVL.
+      if (thread->unblock.func == NULL) return VM_THREAD_WAITING_FOR_GVL;
+      return leaf_is_a_sleep(thread) ? VM_THREAD_SLEEPING : VM_THREAD_BLOCKED;
+    default:
+      return thread->unblock.func != NULL ? VM_THREAD_BLOCKED : VM_THREAD_WAITING_FOR_GVL;
+  }
+}
+
+void vm_each_thread(vm_thread_visitor visit, void *data) {
+  rb_thread_t *thread = NULL;
+  list_for_each(&main_ractor->threads.set, thread, lt_node) {
+    if (thread->status == THREAD_KILLED || thread->ec == NULL) continue;
+    vm_thread_info info = {
+        .handle = thread,
+        .thread = thread->self,
+        .pthread = thread->thread_id,
+        .native_tid = thread->tid,
+        .state = state_of(thread),
+        .is_main = thread == main_ractor->threads.main,
+        .name = thread->name,
+    };
+    visit(&info, data);
+  }
+}
+
+// The line a Ruby frame is executing, as Ruby's backtraces compute it: pc
+// points past the current instruction, hence the step back.
+static int32_t frame_line(const rb_control_frame_t *frame) {
+  const rb_iseq_t *iseq = frame->iseq;
+  if (frame->pc == NULL) return FIX2INT(iseq->body->location.first_lineno);
+  ptrdiff_t position = frame->pc - iseq->body->iseq_encoded;
+  if (position > 0) position--;
+  return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
+}
+
+uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
+                          uint32_t *total_depth) {
+  const rb_thread_t *thread = handle;
+  const rb_execution_context_t *ec = thread->ec;
+  const rb_control_frame_t *frame = ec->cfp;
+  const rb_control_frame_t *end = RUBY_VM_END_CONTROL_FRAME(ec);
+  uint32_t kept = 0, depth = 0;
+
+  for (; frame < end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
+    if (VM_FRAME_RUBYFRAME_P(frame)) {
+      if (frame->iseq == NULL) continue;
+      if (kept < max_frames) {
+        // A method's own frame is named by its method entry, which knows the
+        // class ("Object#burn"). A block's frame reports the same method
+        // entry, so it is named by its iseq instead ("block in burn"), as
+        // Ruby's own backtraces name it.
+        const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
+        bool is_method_body = method && method->def->type == VM_METHOD_TYPE_ISEQ &&
+                              method->def->body.iseq.iseqptr == frame->iseq;
+        VALUE id = is_method_body ? (VALUE)method : (VALUE)frame->iseq;
+        frames[kept++] = (recorder_frame){.frame_id = id, .line = frame_line(frame)};
+      }
+      depth++;
+    } else if (VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_CFUNC) {
+      if (kept < max_frames) {
+        const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
+        if (method == NULL) continue;
+        frames[kept++] = (recorder_frame){.frame_id = (VALUE)method, .line = 0};
+      }
+      depth++;
+    }
+    // Other C frames (the dummy top frame, ifunc glue) carry no user code.
+  }
+  *total_depth = depth;
+  return kept;
+}
+
+VALUE vm_thread_start_proc(const void *handle) {
+  const rb_thread_t *thread = handle;
+  if (thread->invoke_type != thread_invoke_type_proc) return Qnil;
+  return thread->invoke_arg.proc.proc;
+}
+
+static bool is_c_method(VALUE frame_id) {
+  if (!RB_TYPE_P(frame_id, T_IMEMO) || imemo_type(frame_id) != imemo_ment) return false;
+  const rb_callable_method_entry_t *method = (const rb_callable_method_entry_t *)frame_id;
+  return method->def->type == VM_METHOD_TYPE_CFUNC;
+}
+
+static VALUE c_method_name(VALUE frame_id) {
+  const rb_callable_method_entry_t *method = (const rb_callable_method_entry_t *)frame_id;
+  VALUE method_name = rb_id2str(method->def->original_id);
+  VALUE class_path = rb_profile_frame_classpath(frame_id);
+  if (NIL_P(method_name)) return Qnil;
+  if (NIL_P(class_path)) return rb_str_dup(method_name);
+  const char *separator = RTEST(rb_profile_frame_singleton_method_p(frame_id)) ? "." : "#";
+  return rb_sprintf("%" PRIsVALUE "%s%" PRIsVALUE, class_path, separator, method_name);
+}
+
+void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
+  VALUE frame = (VALUE)frame_id;
+  if (is_c_method(frame)) {
+    *name = c_method_name(frame);
+    *path = Qnil;
+    *first_line = 0;
+    return;
+  }
+  *name = rb_profile_frame_full_label(frame);
+  *path = rb_profile_frame_path(frame);
+  VALUE line = rb_profile_frame_first_lineno(frame);
+  *first_line = FIXNUM_P(line) ? FIX2LONG(line) : 0;
+}
+
+void vm_mark_frame(uint64_t frame_id) { rb_gc_mark((VALUE)frame_id); }

@@ -1,0 +1,240 @@
+// worker.c: the trigger thread, the SIGPROF callback, the postponed job and
+// start/stop.
+//
+// Three contexts meet here, each with its own rules:
+// - the trigger thread runs without the GVL and with SIGPROF blocked; it
+//   never waits for the GVL, only sleeps on its own condition variable;
+// - on_sigprof_from_signal_handler runs inside the signal handler: it only
+//   reads memory, bumps atomics and queues the postponed job (which Ruby
+//   made for exactly this use); no locks, no allocation, no Ruby calls;
+// - sample_from_postponed_job and the idle helper run with the GVL and may
+//   call Ruby, always under rb_protect: the profiler never raises into the
+//   application.
+#include "worker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <ruby/debug.h>
+#include <ruby/thread.h>
+
+#include "clocks.h"
+#include "idle_helper.h"
+#include "signals.h"
+#include "thread_context.h"
+#include "vm.h"
+
+// The one active profiler. Written only with the GVL, by worker_start (before
+// the handler is installed and the trigger thread exists) and by worker_stop
+// (after both are gone); read by the handler, the trigger thread and jobs.
+static sonde_profiler *volatile active_profiler;
+
+sonde_profiler *worker_active(void) { return active_profiler; }
+
+bool worker_init_locks(sonde_profiler *profiler) {
+  pthread_condattr_t monotonic;
+  if (pthread_condattr_init(&monotonic) != 0) return false;
+  // The trigger's deadlines are on the monotonic clock: a wall-clock jump must not stall sampling.
+  bool ok = pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC) == 0 &&
+            pthread_mutex_init(&profiler->trigger_lock, NULL) == 0 &&
+            pthread_cond_init(&profiler->trigger_wakeup, &monotonic) == 0 &&
+            pthread_mutex_init(&profiler->idle_lock, NULL) == 0 &&
+            pthread_cond_init(&profiler->idle_wakeup, NULL) == 0;
+  pthread_condattr_destroy(&monotonic);
+  return ok;
+}
+
+// In a forked child only the forking thread survives: the trigger and the
+// helper are gone, and a lock they held would stay locked forever. The child
+// gets fresh locks and a profiler that is stopped, so stopping it never waits.
+static void reset_in_forked_child(void) {
+  sonde_profiler *profiler = active_profiler;
+  if (profiler == NULL) return;
+  profiler->stop_requested = true;
+  worker_init_locks(profiler);
+}
+
+void worker_init_once(void) { pthread_atfork(NULL, NULL, reset_in_forked_child); }
+
+static void wake_trigger(sonde_profiler *profiler) {
+  pthread_mutex_lock(&profiler->trigger_lock);
+  pthread_cond_signal(&profiler->trigger_wakeup);
+  pthread_mutex_unlock(&profiler->trigger_lock);
+}
+
+static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
+
+// The application must not notice a failure of ours beyond this warning.
+static void stop_after_failure(sonde_profiler *profiler) {
+  VALUE exception = rb_errinfo();
+  rb_set_errinfo(Qnil);
+  profiler->failure = exception;
+  profiler->stop_requested = true;
+  wake_trigger(profiler);
+  idle_helper_wake_for_stop(profiler);
+
+  int raised = 0;
+  VALUE message = rb_protect(exception_message, exception, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+  fprintf(stderr, "sonde: sampling failed, so profiling stopped (the application goes on): %.*s\n",
+          !raised && RB_TYPE_P(message, T_STRING) ? (int)RSTRING_LEN(message) : 7,
+          !raised && RB_TYPE_P(message, T_STRING) ? RSTRING_PTR(message) : "unknown");
+}
+
+static VALUE sample_all_protected(VALUE arg) {
+  sonde_profiler *profiler = (sonde_profiler *)arg;
+  if (profiler->fail_next_sample) {
+    profiler->fail_next_sample = false;
+    rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Testing.fail_next_sample");
+  }
+  thread_contexts_sample_all(profiler);
+  return Qnil;
+}
+
+static void record_sampling_time(sonde_profiler *profiler, int64_t elapsed) {
+  sonde_stats *stats = &profiler->stats;
+  stats->sampling_ns_total += elapsed;
+  if (stats->sampling_ns_min == 0 || elapsed < stats->sampling_ns_min) stats->sampling_ns_min = elapsed;
+  if (elapsed > stats->sampling_ns_max) stats->sampling_ns_max = elapsed;
+}
+
+void worker_sample_with_gvl(sonde_profiler *profiler, bool from_idle_helper) {
+  if (profiler->stop_requested) return;
+  int64_t started = clocks_monotonic_ns();
+  int raised = 0;
+  rb_protect(sample_all_protected, (VALUE)profiler, &raised);
+  if (raised) stop_after_failure(profiler);
+  record_sampling_time(profiler, clocks_monotonic_ns() - started);
+  if (from_idle_helper) profiler->stats.idle_samples++;
+}
+
+static void sample_from_postponed_job(void *unused) {
+  sonde_profiler *profiler = active_profiler;
+  if (profiler != NULL) worker_sample_with_gvl(profiler, false);
+}
+
+static void on_sigprof_from_signal_handler(void) {
+  sonde_profiler *profiler = active_profiler;
+  if (profiler == NULL || profiler->stop_requested) return;
+  STATS_ADD(profiler, signals_received, 1);
+  if (!vm_current_thread_holds_gvl_signal_safe()) {
+    STATS_ADD(profiler, wrong_thread, 1);
+    return;
+  }
+  if (rb_postponed_job_register_one(0, sample_from_postponed_job, NULL) == 0) {
+    STATS_ADD(profiler, jobs_not_queued, 1);
+  }
+}
+
+static void trigger_one_sample(sonde_profiler *profiler) {
+  pthread_t owner;
+  if (profiler->use_signals && vm_gvl_owner_from_any_thread(&owner)) {
+    if (signals_send_sigprof(owner)) {
+      STATS_ADD(profiler, signals_sent, 1);
+    } else {
+      STATS_ADD(profiler, signal_failures, 1);
+    }
+    return;
+  }
+  STATS_ADD(profiler, idle_requests, 1);
+  idle_helper_request_from_trigger(profiler);
+}
+
+static struct timespec timespec_from_ns(int64_t ns) {
+  return (struct timespec){.tv_sec = ns / NANOS_PER_SECOND, .tv_nsec = ns % NANOS_PER_SECOND};
+}
+
+// Sleeps until the deadline or until stop; returns false on stop.
+static bool sleep_until(sonde_profiler *profiler, int64_t deadline_ns) {
+  struct timespec deadline = timespec_from_ns(deadline_ns);
+  pthread_mutex_lock(&profiler->trigger_lock);
+  while (!profiler->stop_requested) {
+    if (pthread_cond_timedwait(&profiler->trigger_wakeup, &profiler->trigger_lock, &deadline) == ETIMEDOUT) break;
+  }
+  bool go_on = !profiler->stop_requested;
+  pthread_mutex_unlock(&profiler->trigger_lock);
+  return go_on;
+}
+
+static void *trigger_loop_without_gvl(void *arg) {
+  sonde_profiler *profiler = arg;
+  signals_block_in_current_thread();
+  int64_t next_tick = clocks_monotonic_ns();
+  for (;;) {
+    next_tick += profiler->interval_ns;
+    // Behind schedule (machine busy, process stopped): skip, never burst.
+    int64_t now = clocks_monotonic_ns();
+    if (next_tick < now) next_tick = now;
+    if (!sleep_until(profiler, next_tick)) break;
+    trigger_one_sample(profiler);
+  }
+  return NULL;
+}
+
+// Ruby calls this to interrupt the loop (Thread#kill, process exit).
+static void unblock_trigger(void *arg) {
+  sonde_profiler *profiler = arg;
+  profiler->stop_requested = true;
+  wake_trigger(profiler);
+}
+
+static VALUE trigger_thread_body(void *arg) {
+  rb_thread_call_without_gvl(trigger_loop_without_gvl, arg, unblock_trigger, arg);
+  return Qnil;
+}
+
+static VALUE start_trigger_thread(sonde_profiler *profiler) {
+  VALUE thread = rb_thread_create(trigger_thread_body, profiler);
+  rb_funcall(thread, rb_intern("name="), 1, rb_str_new_cstr("sonde-trigger"));
+  return thread;
+}
+
+static VALUE join_thread(VALUE thread) { return rb_funcall(thread, rb_intern("join"), 0); }
+
+static void join_quietly(VALUE thread) {
+  if (NIL_P(thread)) return;
+  int raised = 0;
+  rb_protect(join_thread, thread, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+}
+
+static VALUE start_threads(VALUE arg) {
+  sonde_profiler *profiler = (sonde_profiler *)arg;
+  // The helper first: the trigger may ask for it from its first tick.
+  profiler->idle_thread = idle_helper_start(profiler);
+  profiler->trigger_thread = start_trigger_thread(profiler);
+  return Qnil;
+}
+
+bool worker_start(sonde_profiler *profiler, char *error, size_t error_size) {
+  active_profiler = profiler;
+  if (profiler->use_signals && !signals_install_sampling_handler(on_sigprof_from_signal_handler, error, error_size)) {
+    active_profiler = NULL;
+    return false;
+  }
+  int raised = 0;
+  rb_protect(start_threads, (VALUE)profiler, &raised);
+  if (raised) {
+    VALUE exception = rb_errinfo();
+    rb_set_errinfo(Qnil);
+    worker_stop(profiler);
+    VALUE message = rb_protect(exception_message, exception, &raised);
+    if (raised) rb_set_errinfo(Qnil);
+    snprintf(error, error_size, "could not start the sampling threads: %s",
+             !raised && RB_TYPE_P(message, T_STRING) ? StringValueCStr(message) : "unknown error");
+    return false;
+  }
+  return true;
+}
+
+void worker_stop(sonde_profiler *profiler) {
+  profiler->stop_requested = true;
+  wake_trigger(profiler);
+  idle_helper_wake_for_stop(profiler);
+  join_quietly(profiler->trigger_thread);
+  join_quietly(profiler->idle_thread);
+  if (profiler->use_signals) signals_install_empty_handler();
+  active_profiler = NULL;
+}

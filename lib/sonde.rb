@@ -1,0 +1,173 @@
+# frozen_string_literal: true
+
+require_relative "sonde/version"
+require_relative "sonde/errors"
+require_relative "sonde/platform"
+require_relative "sonde/native"
+require_relative "sonde/options"
+require_relative "sonde/profile"
+require_relative "sonde/process_hooks"
+
+# Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
+#
+#   Sonde.profile(out: "work.pprof") { work }
+#
+#   Sonde.start(rate: 100)
+#   work
+#   profile = Sonde.stop
+#   profile.write("work.pprof")
+module Sonde
+  # Raised by Sonde.stop when sampling failed during the run. The
+  # application was never interrupted; #profile holds what was recorded
+  # before the failure, and #cause the exception sampling raised.
+  class SamplingError < Error
+    attr_reader :profile
+
+    def initialize(message, profile)
+      super(message)
+      @profile = profile
+    end
+  end
+
+  @lifecycle_lock = Mutex.new
+  @last_stats = {}
+  @options = nil
+  @exec_listeners = []
+
+  ProcessHooks.install
+
+  class << self
+    # Whether this Ruby and platform can be profiled (and the native core loaded).
+    def supported?
+      Native.load
+    end
+
+    # Why not, when supported? is false; nil otherwise.
+    def unsupported_reason
+      Native.load ? nil : Native.load_error.message
+    end
+
+    # Starts sampling every Ruby thread of this process.
+    #   rate:       samples per second (1..5000, default 100)
+    #   max_frames: deepest stack kept (1..10000, default 400); deeper stacks
+    #               keep their innermost frames and a "(truncated N frames)" frame
+    #   signals:    true (default) interrupts the running thread with SIGPROF;
+    #               false never sends a signal (see README, "No-signals mode")
+    # Raises Sonde::ArgumentError for a bad option, Sonde::UnsupportedError
+    # where Sonde cannot run, Sonde::StateError when already started,
+    # Sonde::SignalConflictError when another library owns SIGPROF.
+    def start(**options)
+      options = Options.new(**options)
+      Native.load!
+      @lifecycle_lock.synchronize do
+        raise StateError, already_started_message if Native.active?
+
+        Native.start(options.rate, options.max_frames, options.signals)
+        @options = options
+      end
+      true
+    end
+
+    # Stops sampling and returns the Sonde::Profile of the run. Raises
+    # Sonde::StateError when not started, Sonde::SamplingError when sampling
+    # failed during the run (the error carries the partial profile).
+    def stop
+      result = @lifecycle_lock.synchronize do
+        raise StateError, "Sonde is not running; call Sonde.start first" unless Native.loaded? && Native.active?
+
+        Native.stop(true)
+      end
+      @last_stats = result[:stats].freeze
+      profile = Profile.new(pprof: result[:pprof], start_time: Time.at(0, result[:start_epoch_ns], :nanosecond),
+                            duration: result[:duration_ns] / 1e9, stats: @last_stats)
+      failure = result[:failure]
+      if failure
+        raise SamplingError.new("sampling failed and stopped early (the application was not interrupted): " \
+                                "#{failure.class}: #{failure.message}", profile), cause: failure
+      end
+      profile
+    end
+
+    # True while sampling. False when stopped, and after a sampling failure
+    # (Sonde.stop then returns the error).
+    def running?
+      Native.loaded? && Native.running?
+    end
+
+    # Counters of the current run (or of the last one, once stopped):
+    # samples, cpu_samples, idle_samples, thread_samples, dropped_samples,
+    # signals_sent, signals_received, wrong_thread_signals, signal_failures,
+    # jobs_not_queued, idle_requests, sampling_time_ns_{min,avg,max,total},
+    # threads_tracked, rate_hz, max_frames, signals. Empty before any run.
+    def stats
+      (Native.loaded? && Native.stats) || @last_stats
+    end
+
+    # Profiles the block and returns its Sonde::Profile; with out:, also
+    # writes it there (checked before the block runs). The profile is
+    # written even when the block raises; the exception then goes on.
+    def profile(out: nil, **options)
+      raise Sonde::ArgumentError, "Sonde.profile needs a block" unless block_given?
+
+      Profile.check_writable!(out) if out
+      start(**options)
+      begin
+        yield
+      ensure
+        profile = stop
+        profile.write(out) if out
+      end
+      profile
+    end
+
+    # Calls the block with the Sonde::Profile recorded so far just before this
+    # process execs (sonde record writes it). Internal to Sonde.
+    def on_exec(&block)
+      @exec_listeners << block
+    end
+
+    private
+
+    def restart_in_forked_child
+      return unless Native.loaded? && Native.active?
+
+      @lifecycle_lock = Mutex.new # another thread may have held it at fork
+      Native.stop(false)
+      Native.start(@options.rate, @options.max_frames, @options.signals)
+    rescue StandardError => e
+      warn "sonde: could not restart profiling in forked child #{Process.pid}: #{e.class}: #{e.message}"
+    end
+
+    # Returns the options to resume with, or nil when nothing was running.
+    def pause_before_exec
+      return nil unless Native.loaded? && Native.active?
+
+      options = @options
+      begin
+        profile = stop
+      rescue SamplingError => e
+        profile = e.profile
+      end
+      @exec_listeners.each { |listener| listener.call(profile) }
+      options
+    rescue StandardError => e
+      warn "sonde: while stopping before exec: #{e.class}: #{e.message}"
+      options
+    end
+
+    def resume_after_failed_exec(options)
+      start(**options.to_h) if options && !Native.active?
+    rescue StandardError => e
+      warn "sonde: could not resume profiling after a failed exec: #{e.class}: #{e.message}"
+    end
+
+    def already_started_message
+      if Native.running?
+        "Sonde is already running; call Sonde.stop before starting again"
+      else
+        "Sonde stopped after a sampling failure; call Sonde.stop to collect the profile and the error " \
+          "before starting again"
+      end
+    end
+  end
+end

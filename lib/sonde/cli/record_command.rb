@@ -1,0 +1,135 @@
+# frozen_string_literal: true
+
+require "optparse"
+require_relative "../options"
+require_relative "../profile"
+require_relative "../record"
+
+module Sonde
+  module CLI
+    # `sonde record [-o FILE] [--rate HZ] [--max-frames N] [--no-signals] -- CMD ARGS...`
+    #
+    # Runs CMD with Sonde injected into every Ruby process it starts (through
+    # RUBYOPT, so `bundle exec`, `rake` and an exec into Ruby are followed).
+    # The process CMD becomes writes FILE; any other Ruby process it starts
+    # writes FILE with ".<pid>" before the extension. Exits with CMD's status.
+    class RecordCommand
+      DEFAULT_OUTPUT = "sonde.pprof"
+      # Signals that, sent to `sonde record`, are passed on to the command.
+      FORWARDED_SIGNALS = %w[INT TERM HUP QUIT USR1 USR2].freeze
+      SIGNAL_EXIT_BASE = 128
+
+      def self.run(argv, out: $stdout, err: $stderr)
+        new(out, err).run(argv)
+      end
+
+      def initialize(out, err)
+        @out = out
+        @err = err
+        @output = DEFAULT_OUTPUT
+        @options = {}
+      end
+
+      def run(argv)
+        command = parse(argv)
+        return 0 if command == :help
+
+        Options.new(**@options)
+        Profile.check_writable!(@output)
+        execute(command)
+      rescue OptionParser::ParseError, Sonde::ArgumentError => e
+        @err.puts("sonde record: #{e.message}")
+        USAGE_ERROR
+      end
+
+      private
+
+      def parser
+        OptionParser.new do |opts|
+          opts.banner = "Usage: sonde record [OPTIONS] -- COMMAND [ARGS...]"
+          opts.separator ""
+          opts.separator "Runs COMMAND, profiles its Ruby process(es), writes a pprof file when it exits,"
+          opts.separator "and exits with COMMAND's status. Other Ruby processes COMMAND starts write"
+          opts.separator "FILE with .<pid> before the extension (out.pprof -> out.12345.pprof)."
+          opts.separator ""
+          opts.on("-o", "--output FILE", "where to write the profile (default: #{DEFAULT_OUTPUT})") { |v| @output = v }
+          opts.on("--rate HZ", Integer, "samples per second, #{Options::RATE_RANGE.min}-#{Options::RATE_RANGE.max} " \
+                                        "(default: #{Options::DEFAULTS[:rate]})") { |v| @options[:rate] = v }
+          opts.on("--max-frames N", Integer, "deepest stack kept, #{Options::MAX_FRAMES_RANGE.min}-" \
+                                             "#{Options::MAX_FRAMES_RANGE.max} (default: " \
+                                             "#{Options::DEFAULTS[:max_frames]})") { |v| @options[:max_frames] = v }
+          opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see README)") do
+            @options[:signals] = false
+          end
+          opts.on("-h", "--help", "show this help") { @help = true }
+        end
+      end
+
+      def parse(argv)
+        arguments = parser.parse(argv)
+        if @help
+          @out.puts(parser.help)
+          return :help
+        end
+        raise OptionParser::ParseError, "no command given; usage: sonde record [OPTIONS] -- COMMAND [ARGS...]" if arguments.empty?
+
+        arguments
+      end
+
+      def execute(command)
+        output = File.expand_path(@output)
+        started = Time.now
+        env = Record.environment(output: output, options: @options, parent_pid: Process.pid)
+        pid = spawn_command(env, command)
+        return 127 unless pid
+
+        status = wait_forwarding_signals(pid)
+        report_outputs(output, started)
+        exit_code(status)
+      end
+
+      def spawn_command(env, command)
+        Process.spawn(env, *command)
+      rescue SystemCallError => e
+        @err.puts("sonde record: cannot run #{command.first}: #{e.message}")
+        nil
+      end
+
+      def wait_forwarding_signals(pid)
+        previous = FORWARDED_SIGNALS.to_h do |signal|
+          [signal, trap(signal) { Process.kill(signal, pid) rescue nil }] # rubocop:disable Style/RescueModifier
+        end
+        Process.wait2(pid).last
+      ensure
+        previous&.each { |signal, handler| trap(signal, handler || "DEFAULT") }
+      end
+
+      def exit_code(status)
+        return status.exitstatus if status.exited?
+
+        SIGNAL_EXIT_BASE + (status.termsig || 0)
+      end
+
+      # Says what was written. When the command's own process wrote nothing
+      # but exactly one Ruby process under it did (a shell in between), that
+      # profile becomes FILE.
+      def report_outputs(output, started)
+        per_process = Dir.glob(Record.per_process_pattern(output)).select { |path| File.mtime(path) >= started }.sort
+        if !fresh?(output, started) && per_process.size == 1
+          File.rename(per_process.first, output)
+          per_process.clear
+        end
+        if fresh?(output, started)
+          @err.puts("sonde: wrote #{@output} (see it with: sonde report #{@output})")
+        else
+          @err.puts("sonde: no profile was written to #{@output}: the command ran no Ruby process that Sonde could profile")
+        end
+        per_process.each { |path| @err.puts("sonde: wrote #{path} (another Ruby process)") }
+      end
+
+      def fresh?(path, started)
+        File.exist?(path) && File.mtime(path) >= started
+      end
+    end
+  end
+end

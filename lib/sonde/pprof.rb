@@ -1,0 +1,426 @@
+# frozen_string_literal: true
+
+require "zlib"
+require "sonde/errors"
+
+module Sonde
+  # Reads pprof profiles (perftools.profiles.Profile, gzip-compressed or raw
+  # protobuf) into plain Ruby objects. Pure Ruby: the protobuf wire format is
+  # read by hand so that reading a profile needs no protobuf gem, and every
+  # malformed input becomes a DecodeError with a one-line message.
+  module Pprof
+    # The input is not a readable pprof profile; the message says why.
+    class DecodeError < Sonde::Error; end
+
+    # A gzip bomb must not take the process down: refuse to inflate past this.
+    MAX_DECOMPRESSED_BYTES = 1 << 30
+    GZIP_MAGIC = "\x1f\x8b".b.freeze
+
+    Sample = Struct.new(:location_ids, :values, :labels, keyword_init: true)
+    # A location with several lines (inlined calls) keeps its first, innermost one.
+    Location = Struct.new(:id, :function_id, :line, keyword_init: true)
+    Function = Struct.new(:id, :name, :filename, :start_line, keyword_init: true)
+
+    # Stands in for the function of a location that has no line information.
+    UNKNOWN_FUNCTION = Function.new(id: 0, name: "<unknown>", filename: "", start_line: 0).freeze
+
+    # A decoded profile. locations and functions are Hashes by id.
+    class Profile
+      attr_reader :sample_types, :samples, :locations, :functions, :time_nanos, :duration_nanos,
+                  :period_type, :period, :comments, :default_sample_type
+
+      def initialize(sample_types:, samples:, locations:, functions:, time_nanos:, duration_nanos:,
+                     period_type:, period:, comments:, default_sample_type:)
+        @sample_types = sample_types
+        @samples = samples
+        @locations = locations
+        @functions = functions
+        @time_nanos = time_nanos
+        @duration_nanos = duration_nanos
+        @period_type = period_type
+        @period = period
+        @comments = comments
+        @default_sample_type = default_sample_type
+      end
+
+      # Index of the sample type named type_name in each sample's values, or nil.
+      def value_index(type_name)
+        sample_types.index { |type, _unit| type == type_name }
+      end
+
+      # The sample's stack as [Function, line] pairs, leaf first.
+      def frames(sample)
+        sample.location_ids.map do |id|
+          location = locations.fetch(id)
+          [functions.fetch(location.function_id, UNKNOWN_FUNCTION), location.line]
+        end
+      end
+    end
+
+    module_function
+
+    # Decodes a profile from a String of bytes, gzip-compressed or not.
+    def decode(bytes, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES)
+      bytes = bytes.b
+      raise DecodeError, "not a pprof profile: empty input" if bytes.empty?
+
+      bytes = Gunzip.new(bytes, max_decompressed_bytes).call if bytes.start_with?(GZIP_MAGIC)
+      raise DecodeError, "not a pprof profile: empty after decompression" if bytes.empty?
+
+      ProfileDecoder.new(bytes).call
+    end
+
+    # Reads and decodes the profile at path. File errors (Errno::ENOENT and
+    # the like) are left to the caller.
+    def read(path, **options)
+      decode(File.binread(path), **options)
+    end
+
+    # Inflates gzip data in bounded steps, so a gzip bomb stops at the limit
+    # instead of filling memory.
+    class Gunzip
+      INPUT_CHUNK = 16 * 1024
+      # Tells zlib to expect a gzip header (16) with the largest window.
+      GZIP_WINDOW_BITS = Zlib::MAX_WBITS + 16
+
+      def initialize(bytes, limit)
+        @bytes = bytes
+        @limit = limit
+      end
+
+      def call
+        inflater = Zlib::Inflate.new(GZIP_WINDOW_BITS)
+        out = +"".b
+        offset = 0
+        while offset < @bytes.bytesize && !inflater.finished?
+          inflater.inflate(@bytes.byteslice(offset, INPUT_CHUNK)) { |chunk| append(out, chunk) }
+          offset += INPUT_CHUNK
+        end
+        raise DecodeError, "not a pprof profile: truncated gzip data" unless inflater.finished?
+
+        out
+      rescue Zlib::Error => e
+        raise DecodeError, "not a pprof profile: corrupt gzip data (#{e.message})"
+      ensure
+        # Resetting first keeps zlib from warning about an unfinished stream.
+        inflater&.reset
+        inflater&.close
+      end
+
+      private
+
+      def append(out, chunk)
+        if out.bytesize + chunk.bytesize > @limit
+          raise DecodeError, "profile too large: more than #{@limit} bytes once decompressed"
+        end
+
+        out << chunk
+      end
+    end
+
+    # Protobuf wire format over a binary String: yields each field of a range
+    # of bytes. Offsets in errors count from the start of the protobuf data.
+    class WireReader
+      VARINT = 0
+      FIXED64 = 1
+      LEN = 2
+      FIXED32 = 5
+      FIXED_SIZES = { FIXED64 => 8, FIXED32 => 4 }.freeze
+      MAX_VARINT_BYTES = 10
+      MULTI_BYTE = /[\x80-\xff]/n.freeze
+      INT64_RANGE = 1 << 64
+      INT64_MAX = (1 << 63) - 1
+
+      def initialize(bytes)
+        @bytes = bytes
+        @pos = 0
+      end
+
+      # Yields (field_number, wire_type, value, stop) for each field between
+      # start and stop. value is the integer of a varint or fixed field, or the
+      # start offset of a length-delimited one, whose end offset is then given
+      # as stop. The block may read nested fields: the cursor is put back
+      # after it.
+      def each_field(start, stop)
+        @pos = start
+        while @pos < stop
+          field_start = @pos
+          tag = read_varint(stop)
+          number = tag >> 3
+          type = tag & 7
+          fail_at(field_start, "field number 0") if number.zero?
+          value, field_stop = field_value(type, number, stop, field_start)
+          yield number, type, value, field_stop
+          @pos = field_stop
+        end
+      end
+
+      # Reads the varints of a packed repeated field.
+      def packed_varints(start, stop)
+        slice = @bytes.byteslice(start, stop - start)
+        # Small ids (under 128) are one byte each: let unpack do the work.
+        return slice.unpack("C*") unless slice.match?(MULTI_BYTE)
+
+        @pos = start
+        values = []
+        values << read_varint(stop) while @pos < stop
+        values
+      end
+
+      def string(start, stop)
+        @bytes.byteslice(start, stop - start)
+      end
+
+      def self.signed(value)
+        value > INT64_MAX ? value - INT64_RANGE : value
+      end
+
+      def fail_at(pos, what)
+        raise DecodeError, "not a pprof profile: #{what} at byte #{pos}"
+      end
+
+      private
+
+      # Reads the varint at the cursor and moves past it.
+      def read_varint(stop)
+        pos = @pos
+        fail_at(pos, "truncated varint") if pos >= stop
+        byte = @bytes.getbyte(pos)
+        if byte < 0x80
+          @pos = pos + 1
+          return byte
+        end
+
+        read_long_varint(pos, stop)
+      end
+
+      def read_long_varint(pos, stop)
+        value = 0
+        shift = 0
+        MAX_VARINT_BYTES.times do
+          fail_at(pos, "truncated varint") if pos >= stop
+          byte = @bytes.getbyte(pos)
+          pos += 1
+          value |= (byte & 0x7f) << shift
+          if byte < 0x80
+            @pos = pos
+            return value & (INT64_RANGE - 1)
+          end
+
+          shift += 7
+        end
+        fail_at(pos, "varint longer than #{MAX_VARINT_BYTES} bytes")
+      end
+
+      # [value, end offset] of the field whose tag was just read.
+      def field_value(type, number, stop, field_start)
+        case type
+        when VARINT
+          value = read_varint(stop)
+          [value, @pos]
+        when LEN
+          length = read_varint(stop)
+          fail_at(field_start, "field #{number} is #{length} bytes long, past the end of its message") if length > stop - @pos
+          [@pos, @pos + length]
+        when FIXED64, FIXED32
+          size = FIXED_SIZES.fetch(type)
+          fail_at(field_start, "truncated fixed-size field #{number}") if size > stop - @pos
+          [@bytes.byteslice(@pos, size).unpack1(type == FIXED64 ? "Q<" : "L<"), @pos + size]
+        else
+          fail_at(field_start, "unsupported wire type #{type} for field #{number}")
+        end
+      end
+    end
+
+    # Turns the protobuf fields of a Profile into a Profile. String indexes are
+    # resolved at the end, since the string table may come after its users.
+    class ProfileDecoder
+      def initialize(bytes)
+        @wire = WireReader.new(bytes)
+        @size = bytes.bytesize
+        @strings = []
+        @raw_sample_types = []
+        @raw_samples = []
+        @locations = {}
+        @raw_functions = []
+        @comment_indexes = []
+        @scalars = Hash.new(0)
+        @raw_period_type = nil
+      end
+
+      def call
+        @wire.each_field(0, @size) { |number, type, value, stop| profile_field(number, type, value, stop) }
+        check_string_table
+        build_profile
+      end
+
+      private
+
+      def profile_field(number, type, value, stop)
+        case number
+        when 1 then @raw_sample_types << value_type(expect_len(number, type, value), stop)
+        when 2 then @raw_samples << sample(expect_len(number, type, value), stop)
+        when 4 then add_location(expect_len(number, type, value), stop)
+        when 5 then @raw_functions << function(expect_len(number, type, value), stop)
+        when 6 then @strings << string_entry(expect_len(number, type, value), stop)
+        when 9, 10, 12, 14 then @scalars[number] = expect_varint(number, type, value)
+        when 11 then @raw_period_type = value_type(expect_len(number, type, value), stop)
+        when 13 then @comment_indexes.concat(repeated(type, value, stop))
+        end
+      end
+
+      def expect_len(number, type, value)
+        return value if type == WireReader::LEN
+
+        raise DecodeError, "not a pprof profile: field #{number} has wire type #{type}, expected #{WireReader::LEN}"
+      end
+
+      def expect_varint(number, type, value)
+        return value if type == WireReader::VARINT
+
+        raise DecodeError,
+              "not a pprof profile: field #{number} has wire type #{type}, expected #{WireReader::VARINT}"
+      end
+
+      # A repeated integer field, packed or not.
+      def repeated(type, value, stop)
+        type == WireReader::LEN ? @wire.packed_varints(value, stop) : [value]
+      end
+
+      def string_entry(start, stop)
+        string = @wire.string(start, stop).force_encoding(Encoding::UTF_8)
+        string.valid_encoding? ? string : string.scrub
+      end
+
+      def value_type(start, stop)
+        fields = [0, 0]
+        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 2 }
+        fields
+      end
+
+      def sample(start, stop)
+        location_ids = []
+        values = []
+        labels = []
+        @wire.each_field(start, stop) do |number, type, value, field_stop|
+          case number
+          when 1 then location_ids.concat(repeated(type, value, field_stop))
+          when 2 then values.concat(repeated(type, value, field_stop).map { |v| WireReader.signed(v) })
+          when 3 then labels << label(expect_len("sample.label", type, value), field_stop)
+          end
+        end
+        [location_ids, values, labels]
+      end
+
+      # [key, str, num] as string indexes and an integer.
+      def label(start, stop)
+        fields = [0, 0, 0]
+        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 3 }
+        fields
+      end
+
+      def add_location(start, stop)
+        id = 0
+        line = nil
+        @wire.each_field(start, stop) do |number, type, value, field_stop|
+          id = value if number == 1
+          line ||= line_entry(expect_len("location.line", type, value), field_stop) if number == 4
+        end
+        function_id, line_number = line || [0, 0]
+        @locations[id] = Location.new(id: id, function_id: function_id, line: WireReader.signed(line_number))
+      end
+
+      def line_entry(start, stop)
+        fields = [0, 0]
+        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 2 }
+        fields
+      end
+
+      def function(start, stop)
+        fields = { 1 => 0, 2 => 0, 4 => 0, 5 => 0 }
+        @wire.each_field(start, stop) { |number, _type, value, _| fields[number] = value if fields.key?(number) }
+        fields
+      end
+
+      def check_string_table
+        return if @strings.first == ""
+
+        raise DecodeError, "not a pprof profile: the string table is empty" if @strings.empty?
+
+        raise DecodeError, "not a pprof profile: the string table does not start with the empty string"
+      end
+
+      def string(index, what)
+        return @strings[index] if index < @strings.size
+
+        raise DecodeError,
+              "not a pprof profile: #{what} refers to string #{index}, but the string table has #{@strings.size}"
+      end
+
+      def build_profile
+        functions = build_functions
+        check_locations(functions)
+        sample_types = @raw_sample_types.map.with_index { |vt, i| value_type_strings(vt, "sample type #{i + 1}") }
+        Profile.new(
+          sample_types: sample_types,
+          samples: build_samples(sample_types.size),
+          locations: @locations,
+          functions: functions,
+          time_nanos: WireReader.signed(@scalars[9]),
+          duration_nanos: WireReader.signed(@scalars[10]),
+          period_type: @raw_period_type && value_type_strings(@raw_period_type, "period type"),
+          period: WireReader.signed(@scalars[12]),
+          comments: @comment_indexes.map { |index| string(index, "a comment") },
+          default_sample_type: @scalars.key?(14) ? string(@scalars[14], "default sample type") : nil
+        )
+      end
+
+      def value_type_strings(value_type, what)
+        [string(value_type[0], what), string(value_type[1], what)]
+      end
+
+      def build_functions
+        @raw_functions.to_h do |fields|
+          id = fields[1]
+          what = "function #{id}"
+          [id, Function.new(id: id, name: string(fields[2], what), filename: string(fields[4], what),
+                            start_line: WireReader.signed(fields[5]))]
+        end
+      end
+
+      def check_locations(functions)
+        @locations.each_value do |location|
+          next if location.function_id.zero? || functions.key?(location.function_id)
+
+          raise DecodeError,
+                "not a pprof profile: location #{location.id} refers to missing function #{location.function_id}"
+        end
+      end
+
+      def build_samples(type_count)
+        @raw_samples.each_with_index.map do |(location_ids, values, labels), i|
+          check_sample(i + 1, location_ids, values, type_count)
+          Sample.new(location_ids: location_ids, values: values, labels: sample_labels(labels, i + 1))
+        end
+      end
+
+      def check_sample(number, location_ids, values, type_count)
+        if values.size != type_count
+          raise DecodeError,
+                "not a pprof profile: sample #{number} has #{values.size} values for #{type_count} sample types"
+        end
+        missing = location_ids.find { |id| !@locations.key?(id) }
+        return unless missing
+
+        raise DecodeError, "not a pprof profile: sample #{number} refers to missing location #{missing}"
+      end
+
+      def sample_labels(labels, number)
+        labels.to_h do |key, str, num|
+          what = "a label of sample #{number}"
+          [string(key, what), str.zero? ? WireReader.signed(num) : string(str, what)]
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,42 @@
+# frozen_string_literal: true
+
+module Sonde
+  # Keeps sampling safe across fork and exec.
+  #
+  # fork: only the forking thread survives in the child, so the trigger
+  # thread is gone; the child drops what it inherited from the parent (those
+  # samples are the parent's) and starts a fresh profile of its own.
+  #
+  # exec: sampling stops first, so that no SIGPROF can reach the new program,
+  # which would die of it ("Profiling timer expired"). If exec fails, sampling
+  # resumes.
+  module ProcessHooks
+    # Prepended to Process's singleton class: Process._fork is the one method
+    # every fork goes through on Ruby 3.1+ (fork, Process.fork, IO.popen("-")...).
+    module Fork
+      def _fork
+        pid = super
+        Sonde.__send__(:restart_in_forked_child) if pid.zero?
+        pid
+      end
+    end
+
+    # Prepended to Kernel, Kernel's and Process's singleton classes.
+    module Exec
+      def exec(*arguments)
+        resume = Sonde.__send__(:pause_before_exec)
+        begin
+          super
+        rescue Exception # rubocop:disable Lint/RescueException -- resume whatever made exec fail, then re-raise
+          Sonde.__send__(:resume_after_failed_exec, resume)
+          raise
+        end
+      end
+    end
+
+    def self.install
+      Process.singleton_class.prepend(Fork)
+      [Kernel, Kernel.singleton_class, Process.singleton_class].each { |target| target.prepend(Exec) }
+    end
+  end
+end

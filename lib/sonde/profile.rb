@@ -1,0 +1,63 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require_relative "errors"
+
+module Sonde
+  # One finished profile: the gzip'd pprof bytes and what is known about the
+  # run that made them.
+  class Profile
+    # The gzip-compressed pprof (perftools.profiles.Profile) bytes.
+    attr_reader :pprof
+    # When sampling started (Time) and how long it ran (seconds, Float).
+    attr_reader :start_time, :duration
+    # Sonde.stats as they were when the profile was taken.
+    attr_reader :stats
+
+    def initialize(pprof:, start_time:, duration:, stats:)
+      @pprof = pprof
+      @start_time = start_time
+      @duration = duration
+      @stats = stats
+      freeze
+    end
+
+    # Writes the profile to path atomically (a temporary file renamed into
+    # place), so a reader never sees half a profile. Returns path.
+    def write(path)
+      path = path.to_s
+      Profile.check_writable!(path)
+      temporary = "#{path}.#{Process.pid}.tmp"
+      File.binwrite(temporary, pprof)
+      File.rename(temporary, path)
+      path
+    rescue SystemCallError => e
+      FileUtils.rm_f(temporary) if temporary
+      raise Sonde::Error, "cannot write the profile to #{path}: #{e.message}"
+    end
+
+    # The decoded profile (Sonde::Pprof::Profile), for reports and tests.
+    def decode
+      require_relative "pprof"
+      Sonde::Pprof.decode(pprof)
+    end
+
+    # Raises Sonde::ArgumentError unless a file can be written at path: its
+    # directory exists and is writable, and path is not a directory. Called
+    # at start, so a bad path fails before a long run, not after.
+    def self.check_writable!(path)
+      path = path.to_s
+      raise Sonde::ArgumentError, "output path is empty" if path.empty?
+      raise Sonde::ArgumentError, "output path #{path} is a directory; give a file name" if File.directory?(path)
+
+      directory = File.dirname(File.expand_path(path))
+      raise Sonde::ArgumentError, "cannot write #{path}: directory #{directory} does not exist" unless File.directory?(directory)
+      raise Sonde::ArgumentError, "cannot write #{path}: directory #{directory} is not writable" unless File.writable?(directory)
+      if File.exist?(path) && !File.writable?(path)
+        raise Sonde::ArgumentError, "cannot write #{path}: the file exists and is not writable"
+      end
+
+      path
+    end
+  end
+end

@@ -1,0 +1,102 @@
+# frozen_string_literal: true
+
+# Loaded into every Ruby process that `sonde record` runs, through RUBYOPT
+# (-rsonde/record). Starts sampling at once and writes the profile when the
+# process exits or execs. Never stops the program: if Sonde cannot run here,
+# it says why on stderr and the program runs unprofiled.
+require_relative "../sonde"
+
+module Sonde
+  module Record
+    OUTPUT_VARIABLE = "SONDE_RECORD_OUTPUT"
+    PARENT_VARIABLE = "SONDE_RECORD_PARENT_PID"
+    RATE_VARIABLE = "SONDE_RATE"
+    MAX_FRAMES_VARIABLE = "SONDE_MAX_FRAMES"
+    NO_SIGNALS_VARIABLE = "SONDE_NO_SIGNALS"
+
+    module_function
+
+    # The environment `sonde record` gives the command.
+    def environment(output:, options:, parent_pid:)
+      lib = File.expand_path("..", __dir__)
+      env = {
+        "RUBYOPT" => [ENV.fetch("RUBYOPT", nil), "-I#{lib}", "-rsonde/record"].compact.join(" "),
+        OUTPUT_VARIABLE => output,
+        PARENT_VARIABLE => parent_pid.to_s,
+      }
+      env[RATE_VARIABLE] = options[:rate].to_s if options.key?(:rate)
+      env[MAX_FRAMES_VARIABLE] = options[:max_frames].to_s if options.key?(:max_frames)
+      env[NO_SIGNALS_VARIABLE] = "1" if options[:signals] == false
+      env
+    end
+
+    # out.pprof -> out.<pid>.pprof
+    def per_process_path(output, pid)
+      extension = File.extname(output)
+      "#{output.delete_suffix(extension)}.#{pid}#{extension}"
+    end
+
+    def per_process_pattern(output)
+      extension = File.extname(output)
+      "#{output.delete_suffix(extension)}.[0-9]*#{extension}"
+    end
+
+    # The process `sonde record` started (or what it exec'd into) writes the
+    # file asked for; any other (a child, a forked worker) its own.
+    def output_path
+      output = ENV.fetch(OUTPUT_VARIABLE)
+      Process.ppid.to_s == ENV[PARENT_VARIABLE] ? output : per_process_path(output, Process.pid)
+    end
+
+    def options_from_environment
+      options = {}
+      options[:rate] = integer_variable(RATE_VARIABLE) if ENV[RATE_VARIABLE]
+      options[:max_frames] = integer_variable(MAX_FRAMES_VARIABLE) if ENV[MAX_FRAMES_VARIABLE]
+      options[:signals] = false if ENV[NO_SIGNALS_VARIABLE] == "1"
+      options
+    end
+
+    def integer_variable(name)
+      Integer(ENV.fetch(name), 10)
+    rescue ::ArgumentError
+      raise Sonde::ArgumentError, "#{name} must be a whole number, got #{ENV.fetch(name).inspect}"
+    end
+
+    def install
+      return unless ENV[OUTPUT_VARIABLE]
+
+      unless Sonde.supported?
+        warn "sonde: not profiling process #{Process.pid}: #{Sonde.unsupported_reason}"
+        return
+      end
+      Sonde.start(**options_from_environment)
+      Sonde.on_exec { |profile| write(profile) }
+      at_exit { finish }
+    rescue Sonde::Error => e
+      warn "sonde: not profiling process #{Process.pid}: #{e.message}"
+    end
+
+    def finish
+      return unless Sonde.running? || Native.active?
+
+      profile =
+        begin
+          Sonde.stop
+        rescue Sonde::SamplingError => e
+          warn "sonde: #{e.message}"
+          e.profile
+        end
+      write(profile)
+    rescue StandardError => e
+      warn "sonde: could not finish the profile of process #{Process.pid}: #{e.class}: #{e.message}"
+    end
+
+    def write(profile)
+      profile.write(output_path)
+    rescue Sonde::Error => e
+      warn "sonde: #{e.message}"
+    end
+  end
+end
+
+Sonde::Record.install

@@ -1,0 +1,547 @@
+// modules: recorder.c
+//
+// recorder_test.c: checks the recorder against a naive reference model fed
+// the same random samples, then its edge cases: empty and very deep stacks,
+// NULL thread names, clearing, and running out of memory at every allocation.
+// Pure C, run under AddressSanitizer and UndefinedBehaviorSanitizer.
+#include "recorder.h"
+#include "test_harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_SANITIZER_HOOKS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_SANITIZER_HOOKS 1
+#endif
+#ifdef HAVE_SANITIZER_HOOKS
+#include <sanitizer/allocator_interface.h>
+#endif
+
+// The workload: stacks drawn from a small pool so that most samples repeat
+// one already seen, as in a real profile.
+#define FRAME_POOL_SIZE 200
+#define STACK_POOL_SIZE 400
+#define MAX_POOL_DEPTH 60
+#define STATE_COUNT 4
+#define RANDOM_SAMPLE_COUNT 200000
+#define CLEAR_SAMPLE_COUNT 20000
+#define OOM_SAMPLE_COUNT 3000
+#define MAX_LINE 5000
+#define MAX_CPU_NS 10000000
+#define MAX_WALL_NS 20000000
+#define DEEP_STACK_DEPTH 10000
+#define ARENA_STACK_COUNT 2000
+#define ARENA_STACK_DEPTH 500
+#define ARENA_FRAME_POOL 5000
+
+// ---------------------------------------------------------------------------
+// A seeded PRNG (splitmix64), so a failure reproduces.
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void) {
+  uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static uint32_t rng_below(uint32_t bound) { return (uint32_t)(rng_next() % bound); }
+
+// ---------------------------------------------------------------------------
+// The workload's pools.
+
+typedef struct {
+  recorder_frame frames[MAX_POOL_DEPTH];
+  uint32_t depth;
+} pool_stack;
+
+typedef struct {
+  int64_t id;
+  const char *name; // may be NULL, which the recorder treats as ""
+} pool_thread;
+
+// Thread 3 is renamed mid-profile; thread 4 has no name, sometimes NULL and
+// sometimes "" (the same thread); thread 5 shares thread 1's name.
+static const pool_thread thread_pool[] = {
+    {1, "main"}, {2, "worker-1"}, {3, "worker-2"}, {3, "renamed"}, {4, NULL}, {4, ""}, {5, "main"},
+};
+#define THREAD_POOL_SIZE ((uint32_t)(sizeof(thread_pool) / sizeof(thread_pool[0])))
+#define RENAMED_BEFORE 2
+#define RENAMED_AFTER 3
+
+static pool_stack stack_pool[STACK_POOL_SIZE];
+
+static void make_stack_pool(uint64_t seed) {
+  rng_state = seed;
+  recorder_frame frames[FRAME_POOL_SIZE];
+  for (int i = 0; i < FRAME_POOL_SIZE; i++) {
+    frames[i].frame_id = rng_next();
+    frames[i].line = (int32_t)rng_below(MAX_LINE) - 1; // -1: no line known
+  }
+  // Two frames that differ only by line must stay two locations.
+  frames[1].frame_id = frames[0].frame_id;
+  frames[1].line = frames[0].line + 1;
+
+  for (int s = 0; s < STACK_POOL_SIZE; s++) {
+    pool_stack *stack = &stack_pool[s];
+    stack->depth = rng_below(MAX_POOL_DEPTH + 1);
+    for (uint32_t i = 0; i < stack->depth; i++) stack->frames[i] = frames[rng_below(FRAME_POOL_SIZE)];
+  }
+  // Duplicates in the pool must merge in the recorder; stack 3 is a prefix of
+  // stack 2 and must not.
+  stack_pool[1] = stack_pool[0];
+  stack_pool[2].depth = MAX_POOL_DEPTH;
+  stack_pool[3] = stack_pool[2];
+  stack_pool[3].depth = MAX_POOL_DEPTH - 1;
+  stack_pool[4].depth = 0;
+  stack_pool[5].depth = 0;
+}
+
+// ---------------------------------------------------------------------------
+// The reference model: arrays and linear search, obviously right.
+
+typedef struct {
+  uint32_t stack;  // into stack_pool
+  uint32_t thread; // into thread_pool
+  uint8_t state;
+  int64_t values[RECORDER_VALUE_COUNT];
+} workload_sample;
+
+static const char *name_or_empty(const char *name) { return name ? name : ""; }
+
+static bool same_stack(const pool_stack *a, const pool_stack *b) {
+  if (a->depth != b->depth) return false;
+  for (uint32_t i = 0; i < a->depth; i++)
+    if (a->frames[i].frame_id != b->frames[i].frame_id || a->frames[i].line != b->frames[i].line) return false;
+  return true;
+}
+
+static uint32_t canonical_stack(uint32_t s) {
+  for (uint32_t i = 0;; i++)
+    if (same_stack(&stack_pool[i], &stack_pool[s])) return i;
+}
+
+static uint32_t canonical_thread(uint32_t t) {
+  for (uint32_t i = 0;; i++)
+    if (thread_pool[i].id == thread_pool[t].id &&
+        strcmp(name_or_empty(thread_pool[i].name), name_or_empty(thread_pool[t].name)) == 0)
+      return i;
+}
+
+typedef struct {
+  int64_t sums[STACK_POOL_SIZE][THREAD_POOL_SIZE][STATE_COUNT][RECORDER_VALUE_COUNT];
+  uint32_t hits[STACK_POOL_SIZE][THREAD_POOL_SIZE][STATE_COUNT];
+  int64_t totals[RECORDER_VALUE_COUNT];
+} reference_model;
+
+static void reference_add(reference_model *model, const workload_sample *sample) {
+  uint32_t s = canonical_stack(sample->stack), t = canonical_thread(sample->thread);
+  model->hits[s][t][sample->state]++;
+  for (int v = 0; v < RECORDER_VALUE_COUNT; v++) {
+    model->sums[s][t][sample->state][v] += sample->values[v];
+    model->totals[v] += sample->values[v];
+  }
+}
+
+static uint32_t reference_cell_count(const reference_model *model) {
+  uint32_t cells = 0;
+  for (uint32_t s = 0; s < STACK_POOL_SIZE; s++)
+    for (uint32_t t = 0; t < THREAD_POOL_SIZE; t++)
+      for (uint32_t st = 0; st < STATE_COUNT; st++) cells += model->hits[s][t][st] > 0;
+  return cells;
+}
+
+// ---------------------------------------------------------------------------
+// The workload.
+
+static workload_sample *make_workload(uint64_t seed, size_t count) {
+  workload_sample *samples = calloc(count, sizeof(*samples));
+  if (!samples) abort();
+  rng_state = seed;
+  for (size_t i = 0; i < count; i++) {
+    workload_sample *sample = &samples[i];
+    sample->stack = rng_below(STACK_POOL_SIZE);
+    sample->thread = rng_below(THREAD_POOL_SIZE);
+    if (sample->thread == RENAMED_BEFORE || sample->thread == RENAMED_AFTER)
+      sample->thread = i < count / 2 ? RENAMED_BEFORE : RENAMED_AFTER;
+    sample->state = (uint8_t)rng_below(STATE_COUNT);
+    sample->values[RECORDER_CPU_TIME_NS] = rng_below(MAX_CPU_NS);
+    sample->values[RECORDER_CPU_SAMPLES] = 1;
+    sample->values[RECORDER_WALL_TIME_NS] = rng_below(MAX_WALL_NS);
+  }
+  return samples;
+}
+
+static int record_workload_sample(recorder *rec, const workload_sample *sample) {
+  const pool_stack *stack = &stack_pool[sample->stack];
+  const pool_thread *thread = &thread_pool[sample->thread];
+  return recorder_record(rec, stack->frames, stack->depth, thread->id, thread->name, sample->state, sample->values);
+}
+
+// Records every sample, and adds to the model those the recorder accepted.
+static int record_workload(recorder *rec, reference_model *model, const workload_sample *samples, size_t count) {
+  int failures = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (record_workload_sample(rec, &samples[i]) == 0)
+      reference_add(model, &samples[i]);
+    else
+      failures++;
+  }
+  return failures;
+}
+
+// ---------------------------------------------------------------------------
+// Comparing the recorder's read-back with the model.
+
+static bool locations_are_unique(const recorder *rec) {
+  size_t count = recorder_location_count(rec);
+  for (size_t i = 0; i < count; i++)
+    for (size_t j = i + 1; j < count; j++) {
+      recorder_frame a = recorder_location(rec, i), b = recorder_location(rec, j);
+      if (a.frame_id == b.frame_id && a.line == b.line) return false;
+    }
+  return true;
+}
+
+static bool threads_are_unique(const recorder *rec) {
+  size_t count = recorder_thread_count(rec);
+  for (size_t i = 0; i < count; i++)
+    for (size_t j = i + 1; j < count; j++) {
+      recorder_thread a = recorder_thread_at(rec, i), b = recorder_thread_at(rec, j);
+      if (a.thread_id == b.thread_id && strcmp(a.name, b.name) == 0) return false;
+    }
+  return true;
+}
+
+// Rebuilds a sample's stack from the location table; false if it is not
+// well-formed.
+static bool read_stack(const recorder *rec, const recorder_sample *sample, pool_stack *out) {
+  if (sample->depth > MAX_POOL_DEPTH) return false;
+  out->depth = sample->depth;
+  for (uint32_t i = 0; i < sample->depth; i++) {
+    if (sample->location_indexes[i] >= recorder_location_count(rec)) return false;
+    out->frames[i] = recorder_location(rec, sample->location_indexes[i]);
+  }
+  return true;
+}
+
+static uint32_t find_pool_stack(const pool_stack *stack) {
+  for (uint32_t s = 0; s < STACK_POOL_SIZE; s++)
+    if (same_stack(&stack_pool[s], stack)) return canonical_stack(s);
+  return UINT32_MAX;
+}
+
+static uint32_t find_pool_thread(recorder_thread thread) {
+  for (uint32_t t = 0; t < THREAD_POOL_SIZE; t++)
+    if (thread_pool[t].id == thread.thread_id && strcmp(name_or_empty(thread_pool[t].name), thread.name) == 0)
+      return canonical_thread(t);
+  return UINT32_MAX;
+}
+
+// Checks that the recorder holds exactly the model's cells with the model's
+// sums: each recorder sample matches one cell not matched before, and there
+// are as many samples as cells.
+static void check_matches_reference(const recorder *rec, const reference_model *model) {
+  static bool matched[STACK_POOL_SIZE][THREAD_POOL_SIZE][STATE_COUNT];
+  memset(matched, 0, sizeof(matched));
+  CHECK_EQ_INT(recorder_sample_count(rec), reference_cell_count(model));
+  CHECK(locations_are_unique(rec));
+  CHECK(threads_are_unique(rec));
+
+  int mismatches = 0;
+  for (size_t i = 0; i < recorder_sample_count(rec); i++) {
+    recorder_sample sample = recorder_sample_at(rec, i);
+    pool_stack stack;
+    if (!read_stack(rec, &sample, &stack) || sample.thread_index >= recorder_thread_count(rec) ||
+        sample.state >= STATE_COUNT) {
+      mismatches++;
+      continue;
+    }
+    uint32_t s = find_pool_stack(&stack), t = find_pool_thread(recorder_thread_at(rec, sample.thread_index));
+    if (s == UINT32_MAX || t == UINT32_MAX || model->hits[s][t][sample.state] == 0 || matched[s][t][sample.state]) {
+      mismatches++;
+      continue;
+    }
+    matched[s][t][sample.state] = true;
+    if (memcmp(sample.values, model->sums[s][t][sample.state], sizeof(sample.values)) != 0) mismatches++;
+  }
+  CHECK_EQ_INT(mismatches, 0);
+  for (int v = 0; v < RECORDER_VALUE_COUNT; v++) CHECK(recorder_total(rec, v) == model->totals[v]);
+}
+
+static reference_model *new_model(void) {
+  reference_model *model = calloc(1, sizeof(*model));
+  if (!model) abort();
+  return model;
+}
+
+static recorder *new_recorder(void) {
+  recorder *rec = recorder_new();
+  if (!rec) abort();
+  return rec;
+}
+
+// ---------------------------------------------------------------------------
+// Counting every malloc of the process, to prove the steady state allocates
+// nothing, whatever the recorder calls (not only its own wrappers).
+
+#ifdef HAVE_SANITIZER_HOOKS
+static size_t mallocs_seen;
+
+static void count_malloc(const volatile void *pointer, size_t size) {
+  (void)pointer;
+  (void)size;
+  mallocs_seen++;
+}
+
+static void ignore_free(const volatile void *pointer) { (void)pointer; }
+
+static void install_malloc_counter(void) { __sanitizer_install_malloc_and_free_hooks(count_malloc, ignore_free); }
+#else
+static size_t mallocs_seen;
+static void install_malloc_counter(void) {}
+#endif
+
+// ---------------------------------------------------------------------------
+// The tests.
+
+static void test_matches_reference_model(void) {
+  make_stack_pool(1);
+  workload_sample *samples = make_workload(2, RANDOM_SAMPLE_COUNT);
+  reference_model *model = new_model();
+  recorder *rec = new_recorder();
+
+  CHECK_EQ_INT(record_workload(rec, model, samples, RANDOM_SAMPLE_COUNT), 0);
+  check_matches_reference(rec, model);
+  // The workload must really exercise merging and separation.
+  CHECK(recorder_sample_count(rec) > 1000);
+  CHECK(recorder_sample_count(rec) < RANDOM_SAMPLE_COUNT / 10);
+  CHECK_EQ_INT(recorder_thread_count(rec), 6); // 7 pool entries, NULL and "" are one
+  CHECK(recorder_total(rec, RECORDER_CPU_SAMPLES) == RANDOM_SAMPLE_COUNT);
+
+  recorder_free(rec);
+  free(model);
+  free(samples);
+}
+
+static void test_clear_then_record_new_data(void) {
+  make_stack_pool(3);
+  workload_sample *first = make_workload(4, CLEAR_SAMPLE_COUNT);
+  workload_sample *second = make_workload(5, CLEAR_SAMPLE_COUNT / 2);
+  reference_model *model = new_model();
+  recorder *rec = new_recorder();
+
+  CHECK_EQ_INT(record_workload(rec, model, first, CLEAR_SAMPLE_COUNT), 0);
+  recorder_clear(rec);
+  CHECK_EQ_INT(recorder_sample_count(rec), 0);
+  CHECK_EQ_INT(recorder_location_count(rec), 0);
+  CHECK_EQ_INT(recorder_thread_count(rec), 0);
+  CHECK(recorder_total(rec, RECORDER_WALL_TIME_NS) == 0);
+
+  memset(model, 0, sizeof(*model));
+  CHECK_EQ_INT(record_workload(rec, model, second, CLEAR_SAMPLE_COUNT / 2), 0);
+  check_matches_reference(rec, model);
+
+  recorder_free(rec);
+  free(model);
+  free(second);
+  free(first);
+}
+
+// After a clear, recording what was recorded before must find room for
+// everything: first with the recorder's own allocations all failing (any one
+// would make recorder_record return -1), then with every malloc of the
+// process counted.
+static void test_steady_state_does_not_allocate(void) {
+  make_stack_pool(6);
+  workload_sample *samples = make_workload(7, CLEAR_SAMPLE_COUNT);
+  reference_model *model = new_model();
+  recorder *rec = new_recorder();
+
+  CHECK_EQ_INT(record_workload(rec, model, samples, CLEAR_SAMPLE_COUNT), 0);
+  recorder_clear(rec);
+  memset(model, 0, sizeof(*model));
+  recorder_fail_allocations_after_for_testing(rec, 0);
+  CHECK_EQ_INT(record_workload(rec, model, samples, CLEAR_SAMPLE_COUNT), 0);
+  check_matches_reference(rec, model);
+
+  recorder_fail_allocations_after_for_testing(rec, -1);
+  recorder_clear(rec);
+  install_malloc_counter();
+  mallocs_seen = 0;
+  int failures = 0;
+  for (size_t i = 0; i < CLEAR_SAMPLE_COUNT; i++) failures += record_workload_sample(rec, &samples[i]) != 0;
+  size_t mallocs = mallocs_seen;
+  CHECK_EQ_INT(failures, 0);
+  CHECK_EQ_INT(mallocs, 0);
+#ifdef HAVE_SANITIZER_HOOKS
+  // The counter itself must work, or the check above proves nothing. The
+  // volatile store keeps the compiler from eliding the malloc.
+  static void *volatile probe;
+  probe = malloc(1);
+  CHECK_EQ_INT(mallocs_seen, mallocs + 1);
+  free(probe);
+#endif
+
+  recorder_free(rec);
+  free(model);
+  free(samples);
+}
+
+// Fails the n-th allocation for every n until a run needs no more: each
+// out-of-memory path must leave the recorder holding exactly the samples it
+// accepted.
+static void test_out_of_memory_leaves_recorder_consistent(void) {
+  make_stack_pool(8);
+  workload_sample *samples = make_workload(9, OOM_SAMPLE_COUNT);
+  reference_model *model = new_model();
+  int runs_with_failures = 0;
+
+  for (long allowed = 0;; allowed++) {
+    recorder *rec = new_recorder();
+    memset(model, 0, sizeof(*model));
+    recorder_fail_allocations_after_for_testing(rec, allowed);
+    int failures = record_workload(rec, model, samples, OOM_SAMPLE_COUNT);
+    check_matches_reference(rec, model);
+    recorder_free(rec);
+    if (failures == 0) break;
+    runs_with_failures++;
+  }
+  CHECK(runs_with_failures > 3); // the workload did grow the tables
+
+  free(model);
+  free(samples);
+}
+
+static void test_empty_stack(void) {
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {10, 1, 20};
+  CHECK_EQ_INT(recorder_record(rec, NULL, 0, 1, "main", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, NULL, 0, 1, "main", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, NULL, 0, 1, "main", 1, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 2);
+  CHECK_EQ_INT(recorder_location_count(rec), 0);
+  recorder_sample sample = recorder_sample_at(rec, 0);
+  CHECK_EQ_INT(sample.depth, 0);
+  CHECK(sample.values[RECORDER_CPU_TIME_NS] == 20 && sample.values[RECORDER_WALL_TIME_NS] == 40);
+  recorder_free(rec);
+}
+
+static void test_null_thread_name_is_empty(void) {
+  recorder *rec = new_recorder();
+  const recorder_frame frame = {42, 7};
+  const int64_t values[RECORDER_VALUE_COUNT] = {1, 1, 1};
+  CHECK_EQ_INT(recorder_record(rec, &frame, 1, 9, NULL, 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, &frame, 1, 9, "", 0, values), 0);
+  CHECK_EQ_INT(recorder_thread_count(rec), 1);
+  CHECK_EQ_STR(recorder_thread_at(rec, 0).name, "");
+  CHECK_EQ_INT(recorder_sample_count(rec), 1);
+  recorder_free(rec);
+}
+
+static void test_same_stack_in_other_threads_and_states_stays_separate(void) {
+  recorder *rec = new_recorder();
+  const recorder_frame frames[] = {{1, 10}, {2, 20}, {3, 30}};
+  const int64_t values[RECORDER_VALUE_COUNT] = {5, 1, 6};
+  CHECK_EQ_INT(recorder_record(rec, frames, 3, 1, "a", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, frames, 3, 2, "a", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, frames, 3, 1, "b", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, frames, 3, 1, "a", 1, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, frames, 3, 1, "a", 0, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 4);
+  CHECK_EQ_INT(recorder_thread_count(rec), 3);
+  CHECK_EQ_INT(recorder_location_count(rec), 3);
+  // The four samples share one stack.
+  for (size_t i = 1; i < recorder_sample_count(rec); i++)
+    CHECK(recorder_sample_at(rec, i).location_indexes == recorder_sample_at(rec, 0).location_indexes);
+  CHECK(recorder_sample_at(rec, 0).values[RECORDER_CPU_TIME_NS] == 10);
+  CHECK(recorder_total(rec, RECORDER_CPU_SAMPLES) == 5);
+  recorder_free(rec);
+}
+
+static void test_very_deep_stack(void) {
+  recorder_frame *frames = calloc(DEEP_STACK_DEPTH, sizeof(*frames));
+  if (!frames) abort();
+  for (uint32_t i = 0; i < DEEP_STACK_DEPTH; i++) frames[i] = (recorder_frame){i % 97, (int32_t)i};
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {1, 1, 1};
+  CHECK_EQ_INT(recorder_record(rec, frames, DEEP_STACK_DEPTH, 1, "main", 0, values), 0);
+  CHECK_EQ_INT(recorder_record(rec, frames, DEEP_STACK_DEPTH, 1, "main", 0, values), 0);
+  // One frame fewer is another stack.
+  CHECK_EQ_INT(recorder_record(rec, frames, DEEP_STACK_DEPTH - 1, 1, "main", 0, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 2);
+  recorder_sample sample = recorder_sample_at(rec, 0);
+  CHECK_EQ_INT(sample.depth, DEEP_STACK_DEPTH);
+  int wrong = 0;
+  for (uint32_t i = 0; i < DEEP_STACK_DEPTH; i++) {
+    recorder_frame frame = recorder_location(rec, sample.location_indexes[i]);
+    wrong += frame.frame_id != frames[i].frame_id || frame.line != frames[i].line;
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK(sample.values[RECORDER_CPU_SAMPLES] == 2);
+  recorder_free(rec);
+  free(frames);
+}
+
+static recorder_frame arena_frame(uint32_t stack, uint32_t i) {
+  // The leaf names the stack, so every stack is distinct.
+  if (i == 0) return (recorder_frame){UINT64_C(1) << 40 | stack, 0};
+  return (recorder_frame){(stack * 7919u + i) % ARENA_FRAME_POOL, (int32_t)(i % 3)};
+}
+
+// A million frames in all: the arena, location and stack tables grow many
+// times, and every stack must read back intact afterwards.
+static void test_arena_growth_to_a_million_frames(void) {
+  static recorder_frame frames[ARENA_STACK_DEPTH];
+  recorder *rec = new_recorder();
+  int failures = 0;
+  for (uint32_t s = 0; s < ARENA_STACK_COUNT; s++) {
+    for (uint32_t i = 0; i < ARENA_STACK_DEPTH; i++) frames[i] = arena_frame(s, i);
+    const int64_t values[RECORDER_VALUE_COUNT] = {s, 1, 2 * (int64_t)s};
+    failures += recorder_record(rec, frames, ARENA_STACK_DEPTH, s % 4, "t", 0, values) != 0;
+  }
+  CHECK_EQ_INT(failures, 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), ARENA_STACK_COUNT);
+  int wrong = 0;
+  for (uint32_t s = 0; s < ARENA_STACK_COUNT; s++) {
+    recorder_sample sample = recorder_sample_at(rec, s);
+    wrong += sample.depth != ARENA_STACK_DEPTH || sample.values[RECORDER_CPU_TIME_NS] != s;
+    for (uint32_t i = 0; i < sample.depth; i++) {
+      recorder_frame got = recorder_location(rec, sample.location_indexes[i]), want = arena_frame(s, i);
+      wrong += got.frame_id != want.frame_id || got.line != want.line;
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  recorder_free(rec);
+}
+
+static void test_out_of_range_reads_are_zero(void) {
+  recorder *rec = new_recorder();
+  CHECK(recorder_location(rec, 3).frame_id == 0);
+  CHECK_EQ_STR(recorder_thread_at(rec, 3).name, "");
+  CHECK_EQ_INT(recorder_sample_at(rec, 3).depth, 0);
+  CHECK(recorder_total(rec, RECORDER_VALUE_COUNT) == 0);
+  CHECK(recorder_total(rec, -1) == 0);
+  recorder_free(rec);
+}
+
+int main(void) {
+  RUN(test_matches_reference_model);
+  RUN(test_clear_then_record_new_data);
+  RUN(test_steady_state_does_not_allocate);
+  RUN(test_out_of_memory_leaves_recorder_consistent);
+  RUN(test_empty_stack);
+  RUN(test_null_thread_name_is_empty);
+  RUN(test_same_stack_in_other_threads_and_states_stays_separate);
+  RUN(test_very_deep_stack);
+  RUN(test_arena_growth_to_a_million_frames);
+  RUN(test_out_of_range_reads_are_zero);
+  return test_summary("recorder");
+}

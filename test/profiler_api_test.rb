@@ -1,0 +1,169 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# The Ruby API: lifecycle, options, errors, stats, failures.
+class ProfilerApiTest < Minitest::Test
+  include SondeTestHelper
+
+  def teardown
+    Sonde.stop if Sonde::Native.loaded? && Sonde::Native.active?
+  rescue Sonde::SamplingError
+    nil
+  end
+
+  def spin(seconds)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    x
+  end
+
+  def test_supported_on_this_machine
+    assert Sonde.supported?, Sonde.unsupported_reason
+    assert_nil Sonde.unsupported_reason
+  end
+
+  def test_start_stop_start_again
+    2.times do
+      assert Sonde.start(rate: 200)
+      assert Sonde.running?
+      spin(0.2)
+      profile = Sonde.stop
+      refute Sonde.running?
+      assert_kind_of Sonde::Profile, profile
+      assert_operator profile.stats[:samples], :>, 10
+      assert_operator profile.duration, :>, 0.15
+      assert_equal "\x1f\x8b".b, profile.pprof.byteslice(0, 2), "gzip'd"
+      decoded = profile.decode
+      assert_equal %w[cpu-time cpu-samples wall-time wall-samples], decoded.sample_types.map(&:first)
+      assert_equal %w[nanoseconds count nanoseconds count], decoded.sample_types.map(&:last)
+      assert_equal ["wall-time", "nanoseconds"], decoded.period_type
+      assert_equal 5_000_000, decoded.period
+      assert_in_delta Time.now.to_f, decoded.time_nanos / 1e9, 5
+      assert_operator decoded.duration_nanos, :>, 150_000_000
+    end
+  end
+
+  def test_stop_without_start_is_a_clear_error
+    error = assert_raises(Sonde::StateError) { Sonde.stop }
+    assert_match(/not running/, error.message)
+  end
+
+  def test_start_twice_is_a_clear_error
+    Sonde.start
+    error = assert_raises(Sonde::StateError) { Sonde.start }
+    assert_match(/already running/, error.message)
+    assert Sonde.running?, "the first run goes on"
+  end
+
+  def test_bad_options_name_the_option_and_what_is_accepted
+    {
+      { rate: 0 } => /rate must be an Integer from 1 to 5000.*got 0/,
+      { rate: "100" } => /rate must be an Integer.*got "100" \(String\)/,
+      { rate: 10.5 } => /rate must be an Integer/,
+      { max_frames: 0 } => /max_frames must be an Integer from 1 to 10000/,
+      { max_frames: nil } => /max_frames must be an Integer.*got nil/,
+      { signals: "no" } => /signals must be true or false/,
+      { rates: 10 } => /unknown option :rates; accepted: :rate, :max_frames, :signals/,
+    }.each do |options, message|
+      error = assert_raises(Sonde::ArgumentError, options.inspect) { Sonde.start(**options) }
+      assert_match message, error.message
+      refute Sonde.running?
+    end
+  end
+
+  def test_stats_while_running_and_after
+    assert_kind_of Hash, Sonde.stats
+    Sonde.start(rate: 500)
+    spin(0.3)
+    stats = Sonde.stats
+    %i[samples signals_sent signals_received wrong_thread_signals sampling_time_ns_min sampling_time_ns_avg
+       sampling_time_ns_max sampling_time_ns_total].each { |key| assert_kind_of Integer, stats[key], key.to_s }
+    assert_operator stats[:samples], :>, 50
+    assert_operator stats[:signals_received], :<=, stats[:signals_sent]
+    assert_operator stats[:sampling_time_ns_min], :<=, stats[:sampling_time_ns_avg]
+    assert_operator stats[:sampling_time_ns_avg], :<=, stats[:sampling_time_ns_max]
+    final = Sonde.stop.stats
+    assert_equal final, Sonde.stats
+    assert_operator final[:samples], :>=, stats[:samples]
+  end
+
+  def test_cpu_samples_add_up_to_the_stats
+    Sonde.start(rate: 500)
+    spin(0.3)
+    profile = Sonde.stop
+    decoded = profile.decode
+    assert_equal profile.stats[:cpu_samples], total(decoded, "cpu-samples")
+    assert_equal profile.stats[:thread_samples], total(decoded, "wall-samples")
+  end
+
+  def test_profile_block_writes_the_file
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "block.pprof")
+      profile = Sonde.profile(out: out, rate: 200) { spin(0.2) }
+      refute Sonde.running?
+      assert_equal profile.pprof, File.binread(out)
+      assert_go_pprof_reads(out)
+    end
+  end
+
+  def test_profile_block_checks_the_output_path_before_running
+    ran = false
+    error = assert_raises(Sonde::ArgumentError) { Sonde.profile(out: "/nonexistent/dir/x.pprof") { ran = true } }
+    assert_match %r{directory /nonexistent/dir does not exist}, error.message
+    refute ran
+    refute Sonde.running?
+  end
+
+  def test_profile_block_stops_and_writes_when_the_block_raises
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "raise.pprof")
+      assert_raises(ZeroDivisionError) { Sonde.profile(out: out) { 1 / 0 } }
+      refute Sonde.running?
+      assert File.exist?(out)
+    end
+  end
+
+  def test_a_failure_while_sampling_stops_the_profiler_and_is_reported_by_stop
+    stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+      Sonde.start(rate: 500)
+      sleep 0.05
+      Sonde::Native.fail_next_sample
+      x = 0
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      puts "app finished: \#{Sonde.running?}"
+      begin
+        Sonde.stop
+      rescue Sonde::SamplingError => e
+        puts "stop raised: \#{e.message}"
+        puts "cause: \#{e.cause.class}"
+        puts "partial profile: \#{e.profile.pprof.bytesize > 0}"
+      end
+      Sonde.start
+      puts "restarted: \#{Sonde.running?}"
+      Sonde.stop
+    RUBY
+    assert status.success?, stderr
+    assert_includes stdout, "app finished: false"
+    assert_match(/stop raised: sampling failed.*forced by Sonde::Testing/, stdout)
+    assert_includes stdout, "cause: RuntimeError"
+    assert_includes stdout, "partial profile: true"
+    assert_includes stdout, "restarted: true"
+    assert_match(/sonde: sampling failed, so profiling stopped \(the application goes on\)/, stderr)
+  end
+
+  def test_no_signals_mode_sends_no_signal_and_still_samples
+    Sonde.start(rate: 200, signals: false)
+    reader, writer = IO.pipe
+    sleeper = Thread.new { reader.read }
+    sleep 0.3
+    writer.close
+    sleeper.join
+    stats = Sonde.stop.stats
+    assert_equal 0, stats[:signals_sent]
+    assert_equal false, stats[:signals]
+    assert_operator stats[:samples], :>, 20
+  end
+end

@@ -1,0 +1,316 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "stringio"
+require "tempfile"
+require "sonde/pprof"
+require "sonde/report"
+require "sonde/cli/report_command"
+require "support/pprof_fixture"
+
+# Shared hand-made profile whose numbers are worked out by hand below.
+#
+# thread 1 "main":   [work@12 < main@3]              cpu 30 ms (3 samples) wall  40 ms
+#                    [helper@6 < work@11 < main@2]   cpu 10 ms (1)         wall  10 ms
+#                    [main@5] (sleeping)             cpu  0                wall 200 ms
+# thread 2 "worker": [recurse@21 < recurse@22 < recurse@22 < main@4]
+#                                                    cpu 50 ms (5)         wall 100 ms
+#                    [helper@7 < recurse@21]         cpu 10 ms (1)         wall  10 ms
+#
+# CPU (100 ms, 10 samples): self recurse 50, work 30, helper 20, main 0;
+#                           total main 90, recurse 60, work 40, helper 20.
+# Wall (360 ms):            self main 200, recurse 100, work 40, helper 20;
+#                           total main 350, recurse 110, work 50, helper 20.
+module ReportFixture
+  MS = 1_000_000
+
+  def self.bytes
+    @bytes ||= build.gzip
+  end
+
+  def self.build
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample_type("cpu-samples", "count")
+    f.sample_type("wall-time", "nanoseconds")
+    main = ->(line) { f.frame("main", "app.rb", line: line, start_line: 1) }
+    work = ->(line) { f.frame("work", "app.rb", line: line, start_line: 10) }
+    helper = ->(line) { f.frame("helper", "lib/helper.rb", line: line, start_line: 5) }
+    recurse = ->(line) { f.frame("recurse", "app.rb", line: line, start_line: 20) }
+    t1 = { "thread id" => 1, "thread name" => "main", "state" => "running" }
+    t2 = { "thread id" => 2, "thread name" => "worker", "state" => "running" }
+    f.sample([work[12], main[3]], [30 * MS, 3, 40 * MS], t1)
+    f.sample([helper[6], work[11], main[2]], [10 * MS, 1, 10 * MS], t1)
+    f.sample([main[5]], [0, 0, 200 * MS], t1.merge("state" => "sleeping"))
+    f.sample([recurse[21], recurse[22], recurse[22], main[4]], [50 * MS, 5, 100 * MS], t2)
+    f.sample([helper[7], recurse[21]], [10 * MS, 1, 10 * MS], t2)
+    f
+  end
+
+  def self.profile
+    Sonde::Pprof.decode(bytes)
+  end
+end
+
+class ReportTest < Minitest::Test
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+  end
+
+  def render(profile = ReportFixture.profile, **options)
+    Sonde::Report.new(profile, **options).render(StringIO.new).string
+  end
+
+  # Splits the table row of function name into its cells.
+  def row(output, name)
+    line = output.lines.find { |l| l.strip.split(/\s{2,}/)[4] == name }
+    assert line, "no row for #{name} in:\n#{output}"
+    line.strip.split(/\s{2,}/)
+  end
+
+  def test_cpu_table
+    out = render(sample: :cpu)
+    assert_equal "CPU time: 100 ms in 10 samples", out.lines.first.chomp
+    assert_equal ["50.0 ms", "50.0%", "60.0 ms", "60.0%", "recurse", "app.rb:20"], row(out, "recurse")
+    assert_equal ["30.0 ms", "30.0%", "40.0 ms", "40.0%", "work", "app.rb:10"], row(out, "work")
+    assert_equal ["20.0 ms", "20.0%", "20.0 ms", "20.0%", "helper", "lib/helper.rb:5"], row(out, "helper")
+    assert_equal ["0 ns", "0.0%", "90.0 ms", "90.0%", "main", "app.rb:1"], row(out, "main")
+    refute_match(/Wall time/, out)
+  end
+
+  def test_rows_are_sorted_by_self_time
+    out = render(sample: :cpu)
+    names = out.lines.drop(2).map { |l| l.strip.split(/\s{2,}/)[4] }
+    assert_equal %w[recurse work helper main], names
+  end
+
+  def test_header_and_right_aligned_numbers
+    lines = render(sample: :cpu).lines.map(&:chomp)
+    header = lines[1]
+    assert_match(/\A\s*self\s+self%\s+total\s+total%\s+function\s+location\z/, header)
+    self_end = header.index("self") + "self".length
+    lines.drop(2).each { |line| assert_equal " ", line[self_end], "numbers end under their heading: #{line}" }
+    assert_equal lines[2].index("50.0%") + 5, lines[1].index("self%") + 5
+  end
+
+  def test_wall_table
+    out = render(sample: :wall)
+    assert_equal "Wall time: 360 ms", out.lines.first.chomp
+    assert_equal ["200 ms", "55.6%", "350 ms", "97.2%", "main", "app.rb:1"], row(out, "main")
+    assert_equal ["100 ms", "27.8%", "110 ms", "30.6%", "recurse", "app.rb:20"], row(out, "recurse")
+    refute_match(/CPU time/, out)
+  end
+
+  def test_both_tables_cpu_first
+    out = render
+    assert_operator out.index("CPU time: 100 ms"), :<, out.index("Wall time: 360 ms")
+  end
+
+  def test_top_limits_rows
+    out = render(sample: :cpu, top: 2)
+    assert_equal 4, out.lines.size
+    assert row(out, "recurse")
+    assert row(out, "work")
+    refute_match(/helper|main\s/, out.lines.drop(2).join)
+  end
+
+  def test_by_thread_orders_threads_by_cpu
+    out = render(by: :thread, sample: :cpu)
+    headings = out.lines.grep(/\AThread /).map(&:chomp)
+    assert_equal ["Thread worker (id 2)", "Thread main (id 1)"], headings
+    worker, main = out.split(/^Thread main/)
+    assert_match(/CPU time: 60\.0 ms in 6 samples/, worker)
+    assert_equal ["50.0 ms", "83.3%", "60.0 ms", "100.0%", "recurse", "app.rb:20"], row(worker, "recurse")
+    assert_match(/CPU time: 40\.0 ms in 4 samples/, main)
+    assert_equal ["30.0 ms", "75.0%", "40.0 ms", "100.0%", "work", "app.rb:10"], row(main, "work")
+    refute_match(/recurse/, main)
+  end
+
+  def test_by_thread_orders_threads_by_wall_when_asked
+    out = render(by: :thread, sample: :wall)
+    assert_equal ["Thread main (id 1)", "Thread worker (id 2)"], out.lines.grep(/\AThread /).map(&:chomp)
+    assert_match(/Wall time: 250 ms/, out)
+  end
+
+  def test_by_thread_with_both_tables
+    out = render(by: :thread)
+    assert_equal 2, out.scan("CPU time:").size
+    assert_equal 2, out.scan("Wall time:").size
+    assert out.index("Thread worker") < out.index("Thread main")
+  end
+
+  def test_missing_sample_type_and_zero_values
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("idle", "a.rb", line: 1)], [0])
+    profile = Sonde::Pprof.decode(f.encode)
+    out = render(profile)
+    assert_equal ["CPU time: none recorded",
+                  "",
+                  "Wall time: not recorded in this profile (it has no wall-time samples)"], out.lines.map(&:chomp)
+  end
+
+  def test_cpu_count_without_cpu_samples_type_counts_samples
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("a", "a.rb", line: 1)], [2_030_000_000])
+    f.sample([f.frame("b", "b.rb", line: 1)], [7])
+    out = render(Sonde::Pprof.decode(f.encode), sample: :cpu)
+    assert_equal "CPU time: 2.03 s in 2 samples", out.lines.first.chomp
+  end
+
+  def test_unlabelled_threads
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("a", "a.rb", line: 1)], [5])
+    out = render(Sonde::Pprof.decode(f.encode), by: :thread, sample: :cpu)
+    assert_equal "Thread (unnamed) (id unknown)", out.lines.first.chomp
+  end
+
+  def test_functions_grouped_by_name_and_file
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("each", "a.rb", line: 1)], [10])
+    f.sample([f.frame("each", "b.rb", line: 1)], [20])
+    f.sample([f.location(1, 3)], [5]) # a second location in a.rb's each
+    out = render(Sonde::Pprof.decode(f.encode), sample: :cpu)
+    assert_equal ["15 ns", "42.9%", "15 ns", "42.9%", "each", "a.rb"], out.lines.find { |l| l.include?("a.rb") }.strip.split(/\s{2,}/)
+    assert_equal 4, out.lines.size
+  end
+
+  def test_human_durations
+    {
+      0 => "0 ns", 999 => "999 ns", 1_500 => "1.50 µs", 153_000 => "153 µs", 999_999 => "1.00 ms",
+      15_240_000 => "15.2 ms", 2_030_000_000 => "2.03 s", 125_000_000_000 => "125 s"
+    }.each { |ns, text| assert_equal text, Sonde::Report.human_duration(ns), "#{ns} ns" }
+  end
+
+  def test_rejects_bad_options
+    profile = ReportFixture.profile
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, by: :process) }
+    assert_match(/by: :process is not accepted \(expected one of nil, :thread\)/, error.message)
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, sample: :gpu) }
+    assert_match(/sample: :gpu .*:cpu, :wall/, error.message)
+    assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, top: 0) }
+  end
+
+  def test_fast_enough_for_100k_samples
+    functions = (1..50).to_h { |id| [id, Sonde::Pprof::Function.new(id: id, name: "f#{id}", filename: "x.rb", start_line: id)] }
+    locations = (1..50).to_h { |id| [id, Sonde::Pprof::Location.new(id: id, function_id: id, line: id)] }
+    samples = Array.new(100_000) do |i|
+      stack = Array.new(30) { |depth| ((i + depth * 7) % 50) + 1 }
+      Sonde::Pprof::Sample.new(location_ids: stack, values: [i, 1, i], labels: { "thread id" => i % 4 })
+    end
+    profile = Sonde::Pprof::Profile.new(
+      sample_types: [%w[cpu-time nanoseconds], %w[cpu-samples count], %w[wall-time nanoseconds]],
+      samples: samples, locations: locations, functions: functions, time_nanos: 0, duration_nanos: 0,
+      period_type: nil, period: 0, comments: [], default_sample_type: nil
+    )
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    render(profile, by: :thread)
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_operator elapsed, :<, 10, "report of 100k samples took #{elapsed.round(2)} s"
+  end
+end
+
+class ReportCommandTest < Minitest::Test
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    @file = Tempfile.create(["report", ".pprof"])
+    @file.binmode
+    @file.write(ReportFixture.bytes)
+    @file.close
+  end
+
+  def teardown
+    File.unlink(@file.path) if @file && File.exist?(@file.path)
+  end
+
+  def run_command(*argv)
+    out = StringIO.new
+    err = StringIO.new
+    code = Sonde::CLI::ReportCommand.run(argv, out: out, err: err)
+    [code, out.string, err.string]
+  end
+
+  def assert_one_line_error(err, pattern)
+    assert_equal 1, err.lines.size, err
+    assert err.start_with?("sonde report: "), err
+    assert_match pattern, err
+  end
+
+  def test_prints_the_report
+    code, out, err = run_command(@file.path)
+    assert_equal 0, code
+    assert_equal "", err
+    assert_match(/CPU time: 100 ms in 10 samples/, out)
+    assert_match(/Wall time: 360 ms/, out)
+  end
+
+  def test_options
+    code, out, = run_command(@file.path, "--by", "thread", "--sample", "wall", "--top", "1")
+    assert_equal 0, code
+    assert_equal ["Thread main (id 1)", "Thread worker (id 2)"], out.lines.grep(/\AThread /).map(&:chomp)
+    refute_match(/CPU time/, out)
+    assert_equal 2, out.lines.count { |l| l.include?("app.rb:") }
+  end
+
+  def test_help
+    code, out, err = run_command("--help")
+    assert_equal 0, code
+    assert_equal "", err
+    %w[--by --sample --top --help].each { |option| assert_includes out, option }
+  end
+
+  def test_usage_errors
+    {
+      [] => /missing FILE/,
+      ["--frobnicate"] => /unknown option --frobnicate/,
+      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread\)/,
+      ["f", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(expected cpu or wall\)/,
+      ["f", "--top", "zero"] => /--top: "zero" is not accepted \(expected a positive integer\)/,
+      ["f", "--top", "0"] => /--top: "0"/,
+      ["f", "--top"] => /--top needs a value/,
+      %w[a b] => /unexpected argument "b"/,
+      ["--version"] => /unknown option --version/
+    }.each do |argv, pattern|
+      code, out, err = run_command(*argv)
+      assert_equal 2, code, argv.inspect
+      assert_equal "", out
+      assert_one_line_error(err, pattern)
+    end
+  end
+
+  def test_missing_file
+    code, _, err = run_command("/nonexistent/x.pprof")
+    assert_equal 1, code
+    assert_equal "sonde report: /nonexistent/x.pprof: no such file\n", err
+  end
+
+  def test_not_a_profile
+    Tempfile.create("bad") do |bad|
+      bad.write("hello, world\n")
+      bad.close
+      code, _, err = run_command(bad.path)
+      assert_equal 1, code
+      assert_one_line_error(err, /\Asonde report: #{Regexp.escape(bad.path)}: not a pprof profile: /)
+    end
+  end
+
+  def test_truncated_profile
+    Tempfile.create("truncated") do |bad|
+      bad.binmode
+      bad.write(ReportFixture.bytes[0, 20])
+      bad.close
+      code, _, err = run_command(bad.path)
+      assert_equal 1, code
+      assert_one_line_error(err, /truncated gzip/)
+    end
+  end
+
+  def test_directory
+    code, _, err = run_command(Dir.tmpdir)
+    assert_equal 1, code
+    assert_one_line_error(err, /is a directory/)
+  end
+end

@@ -1,0 +1,101 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Integration: profile real workloads in a child process and check what the
+# profile says against what the workload measured itself.
+class SamplingTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    @dir = Dir.mktmpdir("sonde-sampling")
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir)
+  end
+
+  def test_cpu_and_wall_time_of_a_burning_and_a_sleeping_thread
+    out = File.join(@dir, "burn.pprof")
+    facts = run_workload("burner_and_napper", out, "2.0")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+
+    all_cpu = total(profile, "cpu-time")
+    burn_cpu = total(profile, "cpu-time") { |s| in_function?(profile, s, "Object#burn") }
+    nap_cpu = total(profile, "cpu-time") { |s| in_function?(profile, s, "Object#nap") }
+    nap_wall = total(profile, "wall-time") { |s| in_function?(profile, s, "Object#nap") && thread_name(s) == "napper" }
+
+    assert_operator burn_cpu, :>=, 0.85 * all_cpu, "burn should hold at least 85% of all CPU time"
+    assert_within facts["burner_cpu"], burn_cpu / 1e9, 0.15, "burn's CPU time vs the burner thread's CPU clock"
+    assert_within facts["napper_wall"], nap_wall / 1e9, 0.15, "nap's wall time vs how long it slept"
+    assert_operator nap_cpu, :<, 0.05 * burn_cpu, "nap should use next to no CPU"
+
+    names = profile.samples.map { |s| thread_name(s) }.uniq
+    assert_includes names, "burner"
+    assert_includes names, "napper"
+    assert_includes names, "main"
+    profile.samples.each do |sample|
+      assert_kind_of Integer, sample.labels["thread id"]
+      assert_includes ["running", "waiting for gvl", "sleeping", "blocked"], sample.labels["state"]
+    end
+    # Once its sleep ends the napper may queue for the GVL the burner holds:
+    # that moment is "waiting for gvl", the rest "sleeping".
+    sleeping = total(profile, "wall-time") do |s|
+      thread_name(s) == "napper" && in_function?(profile, s, "Object#nap") && s.labels["state"] == "sleeping"
+    end
+    assert_operator sleeping, :>=, 0.9 * nap_wall, "the napper is sleeping while in nap"
+  end
+
+  def test_c_functions_appear_by_name
+    out = File.join(@dir, "burn.pprof")
+    run_workload("burner_and_napper", out, "0.5")
+    profile = Sonde::Pprof.read(out)
+    names = profile.samples.flat_map { |s| function_names(profile, s) }.uniq
+    assert_includes names, "Integer#times"
+    assert_includes names, "Kernel#sleep"
+    assert_includes names, "Kernel#loop"
+  end
+
+  def test_main_thread_blocked_in_a_pipe_read_is_sampled_at_the_rate_asked
+    out = File.join(@dir, "blocked.pprof")
+    facts = run_workload("blocked_main_thread", out, "100", "2.0")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+
+    main_samples = total(profile, "wall-samples") { |s| thread_name(s) == "main" }
+    expected = facts["rate"] * facts["blocked_for"]
+    assert_within expected, main_samples.to_f, 0.20, "samples of the blocked main thread"
+    blocked_wall = total(profile, "wall-time") { |s| thread_name(s) == "main" && s.labels["state"] == "blocked" }
+    assert_within facts["blocked_for"], blocked_wall / 1e9, 0.15, "main thread's wall time in the blocked state"
+    read_frames = profile.samples.select { |s| thread_name(s) == "main" && s.labels["state"] == "blocked" }
+                         .map { |s| function_names(profile, s).first }.uniq
+    assert_equal ["IO#read"], read_frames
+  end
+
+  def test_deep_stacks_are_cut_to_max_frames_with_a_truncation_marker
+    out = File.join(@dir, "deep.pprof")
+    run_workload("deep_recursion", out, "600", "400")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+
+    deep = profile.samples.select { |s| in_function?(profile, s, "Object#spin") && thread_name(s) == "main" }
+    refute_empty deep
+    deep.each do |sample|
+      names = function_names(profile, sample)
+      assert_equal 401, names.size, "400 frames and the truncation marker"
+      assert_match(/\A\(truncated \d+ frames\)\z/, names.last)
+      cut = names.last[/\d+/].to_i
+      assert_operator cut, :>=, 600 - 400, "the marker counts the frames cut"
+    end
+  end
+
+  def test_shallow_stacks_are_not_marked
+    out = File.join(@dir, "shallow.pprof")
+    run_workload("deep_recursion", out, "10", "400")
+    profile = Sonde::Pprof.read(out)
+    profile.samples.each do |sample|
+      refute_match(/truncated/, function_names(profile, sample).last.to_s)
+    end
+  end
+end

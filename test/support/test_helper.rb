@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "json"
+require "open3"
+require "rbconfig"
+require "tmpdir"
+require "sonde"
+require "sonde/pprof"
+
+# Helpers shared by the Ruby tests. Profiled workloads run in their own
+# process: signal handlers, threads and forks stay out of the test runner.
+module SondeTestHelper
+  ROOT = File.expand_path("../..", __dir__)
+  LIB = File.join(ROOT, "lib")
+  WORKLOADS = File.join(ROOT, "test", "workloads")
+  EXE = File.join(ROOT, "exe", "sonde")
+
+  # Runs a Ruby script with Sonde on the load path; returns [stdout, stderr, status].
+  def run_ruby(*args, env: {}, chdir: nil)
+    options = chdir ? { chdir: chdir } : {}
+    Open3.capture3(env, RbConfig.ruby, "-I#{LIB}", *args, **options)
+  end
+
+  # Runs test/workloads/NAME.rb, which profiles itself and prints one JSON
+  # line of facts about what it really did; returns that Hash.
+  def run_workload(name, *args, env: {})
+    stdout, stderr, status = run_ruby(File.join(WORKLOADS, "#{name}.rb"), *args, env: env)
+    assert status.success?, "workload #{name} failed (#{status.inspect}):\n#{stderr}"
+    JSON.parse(stdout.lines.last)
+  end
+
+  def run_sonde(*args, env: {}, chdir: nil)
+    run_ruby(EXE, *args, env: env, chdir: chdir)
+  end
+
+  # Every profile the suite writes goes through `go tool pprof` too, when Go
+  # is installed (CI installs it): it must read it without complaint.
+  def assert_go_pprof_reads(path)
+    return unless go_available?
+
+    %w[cpu-time wall-time].each do |index|
+      stdout, stderr, status = Open3.capture3("go", "tool", "pprof", "-top", "-sample_index=#{index}", path)
+      assert status.success?, "go tool pprof failed on #{path} (#{index}):\n#{stderr}"
+      refute_match(/malformed|warning|error/i, stderr.lines.reject { |l| l.include?("Main binary filename") }.join,
+                   "go tool pprof complained about #{path}")
+      assert_match(/Type: #{index}/, stdout)
+    end
+  end
+
+  def go_available?
+    @go_available = system("go version > /dev/null 2>&1") if @go_available.nil?
+    @go_available
+  end
+
+  # Sum of a sample type over the samples that match the block.
+  def total(profile, type, &filter)
+    index = profile.value_index(type)
+    profile.samples.select { |s| filter.nil? || filter.call(s) }.sum { |s| s.values[index] }
+  end
+
+  def function_names(profile, sample)
+    profile.frames(sample).map { |function, _line| function.name }
+  end
+
+  def in_function?(profile, sample, name)
+    function_names(profile, sample).include?(name)
+  end
+
+  def thread_name(sample)
+    sample.labels["thread name"]
+  end
+
+  def assert_within(expected, actual, tolerance, message = nil)
+    low = expected * (1 - tolerance)
+    high = expected * (1 + tolerance)
+    assert actual.between?(low, high),
+           "#{message || "value"}: expected #{expected.round(4)} ± #{(tolerance * 100).round}%, got #{actual.round(4)}"
+  end
+end
