@@ -5,7 +5,7 @@
 require "mkmf"
 require_relative "../../lib/sonde/platform"
 
-$CFLAGS << " -std=gnu11 -fvisibility=hidden -Werror-implicit-function-declaration -Wall -Wextra"
+$CFLAGS << " -std=gnu11 -fvisibility=hidden -Werror-implicit-function-declaration -Wall -Wextra -Wno-unused-parameter"
 have_library("dl")
 name = Sonde::Platform.loader_extension_name
 # The init function's name must follow the file name; the C file takes it from here.

@@ -415,11 +415,16 @@ module Sonde
         raise DecodeError, "not a pprof profile: sample #{number} refers to missing location #{missing}"
       end
 
+      # The hot path of big profiles: string lookups are inlined, and the
+      # error text is only built when it is needed.
       def sample_labels(labels, number)
-        labels.to_h do |key, str, num|
-          what = "a label of sample #{number}"
-          [string(key, what), str.zero? ? WireReader.signed(num) : string(str, what)]
+        strings = @strings
+        result = {}
+        labels.each do |key, str, num|
+          name = strings[key] || string(key, "a label of sample #{number}")
+          result[name] = str.zero? ? WireReader.signed(num) : strings[str] || string(str, "a label of sample #{number}")
         end
+        result
       end
     end
   end

@@ -231,14 +231,19 @@ module Sonde
 
       attr_reader :threads
 
+      # A thread renamed while profiled (Thread.current.name = "x" right
+      # after it started) has samples under each name; its heading takes
+      # the name it had for most of its samples.
       def initialize(samples)
         by_id = {}
+        names = Hash.new { |hash, id| hash[id] = Hash.new(0) }
         samples.each do |sample|
           id = sample.labels[THREAD_ID]
-          thread = by_id[id] ||= ThreadSamples.new(id, nil, [])
-          thread.name ||= sample.labels[THREAD_NAME]
-          thread.samples << sample
+          (by_id[id] ||= ThreadSamples.new(id, nil, [])).samples << sample
+          name = sample.labels[THREAD_NAME]
+          names[id][name] += 1 if name
         end
+        by_id.each { |id, thread| thread.name = names[id].max_by { |_name, count| count }&.first }
         @threads = by_id.values
       end
     end

@@ -1,0 +1,120 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# `sonde record`: runs a command, follows it into Ruby, writes the profile,
+# keeps the command's exit status, and says clearly what went wrong.
+class CliRecordTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    @dir = Dir.mktmpdir("sonde-record")
+    @app = File.join(@dir, "app.rb")
+    File.write(@app, <<~RUBY)
+      def busy
+        x = 0
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.4
+        x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      end
+      t = Thread.new { Thread.current.name = "helper"; sleep 0.3 }
+      busy
+      t.join
+      exit Integer(ARGV.fetch(0, "0"))
+    RUBY
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir)
+  end
+
+  def functions_in(path)
+    profile = Sonde::Pprof.read(path)
+    profile.samples.flat_map { |s| function_names(profile, s) }.uniq
+  end
+
+  def test_profiles_the_command_and_keeps_its_exit_status
+    out = File.join(@dir, "out.pprof")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--rate", "200", "--", RbConfig.ruby, @app, "3")
+    assert_equal 3, status.exitstatus, stderr
+    assert_match(/sonde: wrote .*out\.pprof/, stderr)
+    assert_includes functions_in(out), "Object#busy"
+    threads = Sonde::Pprof.read(out).samples.map { |s| s.labels["thread name"] }.uniq
+    assert_includes threads, "helper"
+    assert_go_pprof_reads(out)
+  end
+
+  def test_follows_an_exec_into_ruby
+    out = File.join(@dir, "exec.pprof")
+    launcher = File.join(@dir, "launcher.rb")
+    File.write(launcher, "exec(#{RbConfig.ruby.inspect}, #{@app.inspect})\n")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--", RbConfig.ruby, launcher)
+    assert status.success?, stderr
+    assert_includes functions_in(out), "Object#busy"
+  end
+
+  def test_a_ruby_started_through_a_shell_still_lands_in_the_file
+    out = File.join(@dir, "shell.pprof")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--", "sh", "-c", "#{RbConfig.ruby} #{@app}; true")
+    assert status.success?, stderr
+    assert_includes functions_in(out), "Object#busy"
+  end
+
+  def test_child_ruby_processes_write_their_own_file
+    out = File.join(@dir, "parent.pprof")
+    parent = File.join(@dir, "parent.rb")
+    File.write(parent, "system(#{RbConfig.ruby.inspect}, #{@app.inspect}) or abort\n")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--", RbConfig.ruby, parent)
+    assert status.success?, stderr
+    children = Dir[File.join(@dir, "parent.*.pprof")]
+    assert_equal 1, children.size, stderr
+    assert_includes functions_in(children.first), "Object#busy"
+    assert File.exist?(out)
+    assert_match(/wrote .*parent\.\d+\.pprof \(another Ruby process\)/, stderr)
+  end
+
+  def test_a_command_that_is_not_ruby_writes_nothing_and_says_so
+    out = File.join(@dir, "none.pprof")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--", "sh", "-c", "exit 4")
+    assert_equal 4, status.exitstatus
+    assert_match(/no profile was written/, stderr)
+    refute File.exist?(out)
+  end
+
+  def test_bad_usage_is_one_line_and_exit_2
+    [
+      [%w[record], /no command given/],
+      [%w[record --rate 0 -- true], /rate must be an Integer from 1 to 5000/],
+      [%w[record --rate abc -- true], /invalid argument: --rate abc/],
+      [%w[record --max-frames 0 -- true], /max_frames must be an Integer from 1 to 10000/],
+      [%w[record --bogus -- true], /invalid option: --bogus/],
+      [%w[record -o /nonexistent/dir/x.pprof -- true], %r{directory /nonexistent/dir does not exist}],
+    ].each do |args, message|
+      _stdout, stderr, status = run_sonde(*args)
+      assert_equal 2, status.exitstatus, args.inspect
+      assert_match message, stderr, args.inspect
+      assert_equal 1, stderr.lines.size, "one line: #{stderr}"
+    end
+  end
+
+  def test_a_command_that_does_not_exist
+    _stdout, stderr, status = run_sonde("record", "-o", File.join(@dir, "x.pprof"), "--", "/nonexistent/cmd")
+    assert_equal 127, status.exitstatus
+    assert_match %r{cannot run /nonexistent/cmd}, stderr
+  end
+
+  def test_help_documents_every_option
+    stdout, _stderr, status = run_sonde("record", "--help")
+    assert status.success?
+    %w[--output --rate --max-frames --no-signals --help].each { |option| assert_includes stdout, option }
+    stdout, _stderr, status = run_sonde("--help")
+    assert status.success?
+    assert_includes stdout, "record"
+    assert_includes stdout, "report"
+  end
+
+  def test_unknown_command
+    _stdout, stderr, status = run_sonde("bogus")
+    assert_equal 2, status.exitstatus
+    assert_match(/unknown command "bogus"/, stderr)
+  end
+end
