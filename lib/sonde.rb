@@ -53,6 +53,9 @@ module Sonde
     #               keep their innermost frames and a "(truncated N frames)" frame
     #   signals:    true (default) interrupts the running thread with SIGPROF;
     #               false never sends a signal (see README, "No-signals mode")
+    #   overhead_target: percent of wall time sampling may take, (0, 20],
+    #               default 1.0; sampling slows down to stay under it
+    #   gc:         true (default) records GC time as "Garbage Collection"
     # Raises Sonde::ArgumentError for a bad option, Sonde::UnsupportedError
     # where Sonde cannot run, Sonde::StateError when already started,
     # Sonde::SignalConflictError when another library owns SIGPROF.
@@ -62,7 +65,7 @@ module Sonde
       @lifecycle_lock.synchronize do
         raise StateError, already_started_message if Native.active?
 
-        Native.start(options.rate, options.max_frames, options.signals)
+        Native.start(*options.native_arguments)
         @options = options
       end
       true
@@ -78,14 +81,30 @@ module Sonde
         Native.stop(true)
       end
       @last_stats = result[:stats].freeze
-      profile = Profile.new(pprof: result[:pprof], start_time: Time.at(0, result[:start_epoch_ns], :nanosecond),
-                            duration: result[:duration_ns] / 1e9, stats: @last_stats)
+      profile = profile_from(result)
       failure = result[:failure]
       if failure
         raise SamplingError.new("sampling failed and stopped early (the application was not interrupted): " \
                                 "#{failure.class}: #{failure.message}", profile), cause: failure
       end
       profile
+    end
+
+    # Returns the Sonde::Profile of the time since the previous flush (or
+    # the start) while sampling goes on: no sample is lost or counted twice
+    # between two flushes. Raises Sonde::StateError when not running.
+    def flush
+      result = @lifecycle_lock.synchronize do
+        raise StateError, "Sonde is not running; call Sonde.start first" unless Native.loaded? && Native.active?
+
+        Native.flush
+      end
+      profile_from(result)
+    end
+
+    # The options of the current (or last) run, as Sonde.start took them.
+    def options
+      @options&.to_h
     end
 
     # True while sampling. False when stopped, and after a sampling failure
@@ -128,12 +147,17 @@ module Sonde
 
     private
 
+    def profile_from(result)
+      Profile.new(pprof: result[:pprof], start_time: Time.at(0, result[:start_epoch_ns], :nanosecond),
+                  duration: result[:duration_ns] / 1e9, stats: result[:stats].freeze)
+    end
+
     def restart_in_forked_child
       return unless Native.loaded? && Native.active?
 
       @lifecycle_lock = Mutex.new # another thread may have held it at fork
       Native.stop(false)
-      Native.start(@options.rate, @options.max_frames, @options.signals)
+      Native.start(*@options.native_arguments)
     rescue StandardError => e
       warn "sonde: could not restart profiling in forked child #{Process.pid}: #{e.class}: #{e.message}"
     end

@@ -65,7 +65,7 @@ class ProfilerApiTest < Minitest::Test
       { max_frames: 0 } => /max_frames must be an Integer from 1 to 10000/,
       { max_frames: nil } => /max_frames must be an Integer.*got nil/,
       { signals: "no" } => /signals must be true or false/,
-      { rates: 10 } => /unknown option :rates; accepted: :rate, :max_frames, :signals/,
+      { rates: 10 } => /unknown option :rates; accepted: :rate, :max_frames, :signals, :overhead_target, :gc/,
     }.each do |options, message|
       error = assert_raises(Sonde::ArgumentError, options.inspect) { Sonde.start(**options) }
       assert_match message, error.message

@@ -28,7 +28,7 @@ abort "sonde: pthread_getcpuclockid is needed for per-thread CPU time" unless ha
 have_library("dl")
 
 common = %w[sonde.c clocks.c signals.c worker.c idle_helper.c thread_context.c stacks.c
-            recorder.c pprof.c profile_export.c profiler.c]
+            recorder.c pprof.c profile_export.c profiler.c pacing.c]
 
 vm_sources =
   case Sonde::Platform.backend

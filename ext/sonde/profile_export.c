@@ -1,6 +1,7 @@
-// profile_export.c: recorder -> pprof. Runs with the GVL, at stop, never on
-// the sampling path: naming frames calls the VM and allocates Ruby strings.
-// Each distinct frame is named once per export.
+// profile_export.c: recorder -> pprof, at flush and stop, never on the
+// sampling path. Naming frames calls the VM and allocates Ruby strings, so
+// building the profile needs the GVL; encoding and gzip, the costly part,
+// run with the GVL released. Each distinct frame is named once per export.
 //
 // Sample types, in the recorder's value order: cpu-time (nanoseconds),
 // cpu-samples (count), wall-time (nanoseconds), wall-samples (count). Labels: "thread id" (number),
@@ -9,6 +10,7 @@
 
 #include <ruby/encoding.h>
 #include <ruby/st.h>
+#include <ruby/thread.h>
 
 #include "pprof.h"
 #include "stacks.h"
@@ -21,11 +23,18 @@ typedef struct {
   st_table *function_ids;  // frame_id -> pprof function id
   uint64_t *location_ids;  // recorder location index -> pprof location id
   uint64_t *stack;         // one sample's pprof location ids
-  int64_t label_thread_id, label_thread_name, label_state;
+  int64_t label_thread_id, label_thread_name, label_state, label_gc_type, label_gc_reason;
   int64_t *thread_names;   // recorder thread index -> string index
   uint8_t *gzip;
   size_t gzip_length;
+  int encode_status;
 } export_run;
+
+static void *encode_without_gvl(void *arg) {
+  export_run *run = arg;
+  run->encode_status = pprof_encode_gzip(run->builder, &run->gzip, &run->gzip_length);
+  return NULL;
+}
 
 static void check(bool ok) {
   if (!ok) rb_raise(rb_eNoMemError, "sonde: out of memory while encoding the profile");
@@ -70,7 +79,10 @@ static void add_header(export_run *run) {
   run->label_thread_id = pprof_cstring(builder, "thread id");
   run->label_thread_name = pprof_cstring(builder, "thread name");
   run->label_state = pprof_cstring(builder, "state");
-  check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0);
+  run->label_gc_type = pprof_cstring(builder, "gc type");
+  run->label_gc_reason = pprof_cstring(builder, "gc reason");
+  check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0 && run->label_gc_type > 0 &&
+        run->label_gc_reason > 0);
 }
 
 static void add_locations(export_run *run) {
@@ -109,13 +121,20 @@ static void add_samples(export_run *run) {
     recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
     int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
     check(state > 0);
-    pprof_label labels[] = {
+    pprof_label labels[5] = {
         {.key = run->label_thread_id, .num = thread.thread_id},
         {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
         {.key = run->label_state, .str = state},
     };
+    size_t label_count = 3;
+    const char *gc_type, *gc_reason;
+    if (thread_state_gc_labels(sample.state, &gc_type, &gc_reason)) {
+      labels[label_count++] = (pprof_label){.key = run->label_gc_type, .str = pprof_cstring(run->builder, gc_type)};
+      labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
+      check(labels[3].str > 0 && labels[4].str > 0);
+    }
     check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, RECORDER_VALUE_COUNT, labels,
-                           sizeof(labels) / sizeof(labels[0])) == 0);
+                           label_count) == 0);
   }
 }
 
@@ -128,7 +147,10 @@ static VALUE build(VALUE arg) {
   add_locations(run);
   add_thread_names(run);
   add_samples(run);
-  check(pprof_encode_gzip(run->builder, &run->gzip, &run->gzip_length) == 0);
+  // The expensive part (serializing and gzip) is pure C on the builder's
+  // own copies: let the application run meanwhile.
+  rb_thread_call_without_gvl(encode_without_gvl, run, NULL, NULL);
+  check(run->encode_status == 0);
   VALUE bytes = rb_str_new((const char *)run->gzip, (long)run->gzip_length);
   rb_enc_associate(bytes, rb_ascii8bit_encoding());
   return bytes;

@@ -32,16 +32,21 @@ static void mark_recorded_frames(const recorder *rec) {
 static void mark_profiler(void *data) {
   sonde_profiler *profiler = data;
   if (profiler == NULL) return;
-  if (profiler->recorder) mark_recorded_frames(profiler->recorder);
+  // Both slots: the one being flushed still needs its frames named.
+  for (int slot = 0; slot < RECORDER_SLOTS; slot++) {
+    if (profiler->recorders[slot]) mark_recorded_frames(profiler->recorders[slot]);
+  }
   thread_contexts_mark(profiler->contexts);
   rb_gc_mark(profiler->trigger_thread);
   rb_gc_mark(profiler->idle_thread);
   rb_gc_mark(profiler->failure);
+  rb_gc_mark(profiler->gc_tracepoint);
+  for (int i = 0; i < profiler->ignored_thread_count; i++) rb_gc_mark(profiler->ignored_threads[i]);
 }
 
 static void free_profiler(sonde_profiler *profiler) {
   if (profiler == NULL) return;
-  recorder_free(profiler->recorder);
+  for (int slot = 0; slot < RECORDER_SLOTS; slot++) recorder_free(profiler->recorders[slot]);
   thread_contexts_free(profiler->contexts);
   free(profiler->frame_buffer);
   free(profiler);
@@ -68,19 +73,33 @@ static VALUE error_class(const char *name) {
   return rb_const_get(rb_const_get(rb_cObject, rb_intern("Sonde")), rb_intern(name));
 }
 
-static sonde_profiler *allocate_profiler(int64_t rate_hz, uint32_t max_frames, bool use_signals) {
+typedef struct {
+  int64_t rate_hz;
+  uint32_t max_frames;
+  bool use_signals;
+  double overhead_target_percent;
+  bool record_gc;
+} start_options;
+
+static sonde_profiler *allocate_profiler(const start_options *options) {
   sonde_profiler *profiler = calloc(1, sizeof(*profiler));
   if (profiler == NULL) return NULL;
-  profiler->interval_ns = NANOS_PER_SECOND / rate_hz;
-  profiler->max_frames = max_frames;
-  profiler->use_signals = use_signals;
+  profiler->interval_ns = NANOS_PER_SECOND / options->rate_hz;
+  profiler->max_frames = options->max_frames;
+  profiler->use_signals = options->use_signals;
+  profiler->record_gc = options->record_gc;
   profiler->trigger_thread = Qnil;
   profiler->idle_thread = Qnil;
   profiler->failure = Qnil;
-  profiler->recorder = recorder_new();
+  profiler->gc_tracepoint = Qnil;
+  bool recorders_ok = true;
+  for (int slot = 0; slot < RECORDER_SLOTS; slot++) {
+    profiler->recorders[slot] = recorder_new();
+    recorders_ok = recorders_ok && profiler->recorders[slot] != NULL;
+  }
   profiler->contexts = thread_contexts_new();
-  profiler->frame_buffer = calloc((size_t)max_frames + 1, sizeof(recorder_frame));
-  if (profiler->recorder == NULL || profiler->contexts == NULL || profiler->frame_buffer == NULL ||
+  profiler->frame_buffer = calloc((size_t)options->max_frames + 1, sizeof(recorder_frame));
+  if (!recorders_ok || profiler->contexts == NULL || profiler->frame_buffer == NULL ||
       !worker_init_locks(profiler)) {
     free_profiler(profiler);
     return NULL;
@@ -88,22 +107,35 @@ static sonde_profiler *allocate_profiler(int64_t rate_hz, uint32_t max_frames, b
   return profiler;
 }
 
-// Native.start(rate_hz, max_frames, use_signals) -> true
-static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_signals) {
-  long rate_hz = NUM2LONG(rate);
+// Native.start(rate_hz, max_frames, use_signals, overhead_target_percent, record_gc) -> true
+static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_signals, VALUE overhead_target,
+                          VALUE record_gc) {
+  start_options options = {
+      .rate_hz = NUM2LONG(rate),
+      .use_signals = RTEST(use_signals),
+      .overhead_target_percent = NUM2DBL(overhead_target),
+      .record_gc = RTEST(record_gc),
+  };
   long frames = NUM2LONG(max_frames);
-  if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range: %ld", rate_hz);
+  if (options.rate_hz <= 0 || options.rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
+  if (!(options.overhead_target_percent > 0 && options.overhead_target_percent <= 100)) {
+    rb_raise(rb_eArgError, "overhead_target out of range");
+  }
+  options.max_frames = (uint32_t)frames;
   if (current_profiler() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
 
   VALUE holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, NULL);
-  sonde_profiler *profiler = allocate_profiler(rate_hz, (uint32_t)frames, RTEST(use_signals));
+  sonde_profiler *profiler = allocate_profiler(&options);
   if (profiler == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory while starting");
   RTYPEDDATA_DATA(holder) = profiler;
   profiler_holder = holder;
 
   profiler->start_monotonic_ns = clocks_monotonic_ns();
   profiler->start_epoch_ns = clocks_epoch_ns();
+  profiler->period_start_monotonic_ns = profiler->start_monotonic_ns;
+  profiler->period_start_epoch_ns = profiler->start_epoch_ns;
+  pacing_init(&profiler->pace, profiler->interval_ns, options.overhead_target_percent, profiler->start_monotonic_ns);
   thread_contexts_baseline(profiler);
 
   char error[ERROR_SIZE] = "";
@@ -137,39 +169,103 @@ static VALUE stats_hash(const sonde_profiler *profiler) {
   PUT("sampling_time_ns_max", stats->sampling_ns_max);
   PUT("sampling_time_ns_avg", stats->samples ? stats->sampling_ns_total / (int64_t)stats->samples : 0);
   PUT("threads_tracked", profiler->contexts ? thread_contexts_count(profiler->contexts) : 0);
+  PUT("pacing_delayed_ticks", pacing_delayed_ticks(&profiler->pace));
+  PUT("gc_events", stats->gc_events);
+  PUT("gc_samples", stats->gc_samples);
+  PUT("flushes", stats->flushes);
   PUT("rate_hz", NANOS_PER_SECOND / profiler->interval_ns);
   PUT("max_frames", profiler->max_frames);
 #undef PUT
   rb_hash_aset(hash, ID2SYM(rb_intern("signals")), profiler->use_signals ? Qtrue : Qfalse);
+  rb_hash_aset(hash, ID2SYM(rb_intern("gc")), profiler->record_gc ? Qtrue : Qfalse);
+  rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(profiler->pace.target_share * 100.0));
   return hash;
 }
 
-// Native.stop(export) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
-// With export false, pprof is nil: the samples are dropped unencoded (a
-// forked child discarding what it inherited from its parent).
-static VALUE native_stop(VALUE self, VALUE export) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  worker_stop(profiler);
-  int64_t duration = clocks_monotonic_ns() - profiler->start_monotonic_ns;
-
-  // From here the profiler is ours alone: no thread samples into it.
-  VALUE holder = profiler_holder;
-  profiler_holder = Qnil;
+static VALUE period_result(sonde_profiler *profiler, recorder *rec, bool export, int64_t end_monotonic_ns) {
   profile_export_times times = {
-      .start_epoch_ns = profiler->start_epoch_ns, .duration_ns = duration, .period_ns = profiler->interval_ns};
+      .start_epoch_ns = profiler->period_start_epoch_ns,
+      .duration_ns = end_monotonic_ns - profiler->period_start_monotonic_ns,
+      .period_ns = profiler->interval_ns,
+  };
   VALUE result = rb_hash_new();
   rb_hash_aset(result, ID2SYM(rb_intern("stats")), stats_hash(profiler));
   rb_hash_aset(result, ID2SYM(rb_intern("failure")), profiler->failure);
   rb_hash_aset(result, ID2SYM(rb_intern("start_epoch_ns")), LL2NUM(times.start_epoch_ns));
   rb_hash_aset(result, ID2SYM(rb_intern("duration_ns")), LL2NUM(times.duration_ns));
-  VALUE pprof = RTEST(export) ? profile_export_pprof(profiler->recorder, &times) : Qnil;
-  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), pprof);
+  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(rec, &times) : Qnil);
+  return result;
+}
+
+// Native.stop(export) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
+// The profile covers the time since the last flush (or the start). With
+// export false, pprof is nil: the samples are dropped unencoded (a forked
+// child discarding what it inherited from its parent).
+static VALUE native_stop(VALUE self, VALUE export) {
+  sonde_profiler *profiler = current_profiler();
+  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  worker_stop(profiler);
+  int64_t end = clocks_monotonic_ns();
+
+  // From here the profiler is ours alone: no thread samples into it.
+  VALUE holder = profiler_holder;
+  profiler_holder = Qnil;
+  VALUE result = period_result(profiler, profiler_active_recorder(profiler), RTEST(export), end);
   // Free now rather than at the holder's collection: a profile can be large.
   RTYPEDDATA_DATA(holder) = NULL;
   free_profiler(profiler);
   RB_GC_GUARD(holder); // kept the frames marked until they were named
   return result;
+}
+
+typedef struct {
+  sonde_profiler *profiler;
+  int slot;
+  int64_t end;
+} flush_run;
+
+static VALUE export_flushed_slot(VALUE arg) {
+  flush_run *run = (flush_run *)arg;
+  return period_result(run->profiler, run->profiler->recorders[run->slot], true, run->end);
+}
+
+static VALUE finish_flush(VALUE arg) {
+  flush_run *run = (flush_run *)arg;
+  recorder_clear(run->profiler->recorders[run->slot]);
+  run->profiler->flushing = false;
+  return Qnil;
+}
+
+// Native.flush -> same as stop, for the period since the previous flush,
+// while sampling goes on into the other recorder. The encoding runs with
+// the GVL released (see profile_export.c).
+static VALUE native_flush(VALUE self) {
+  sonde_profiler *profiler = current_profiler();
+  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  if (profiler->flushing) rb_raise(error_class("StateError"), "a flush is already in progress");
+  thread_contexts_record_pending_gc(profiler);
+  // We hold the GVL, and every pass runs with it: no pass is half-way
+  // through the recorder we take away.
+  flush_run run = {.profiler = profiler, .slot = profiler->active_recorder, .end = clocks_monotonic_ns()};
+  int64_t end_epoch = clocks_epoch_ns();
+  profiler->active_recorder = (run.slot + 1) % RECORDER_SLOTS;
+  profiler->flushing = true;
+  profiler->stats.flushes++;
+  VALUE result = rb_ensure(export_flushed_slot, (VALUE)&run, finish_flush, (VALUE)&run);
+  // The next period starts where this one ended, so no time falls between.
+  profiler->period_start_monotonic_ns = run.end;
+  profiler->period_start_epoch_ns = end_epoch;
+  return result;
+}
+
+// Native.ignore_thread(thread): leave one of Sonde's own threads out of profiles.
+static VALUE native_ignore_thread(VALUE self, VALUE thread) {
+  sonde_profiler *profiler = current_profiler();
+  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  if (!rb_obj_is_kind_of(thread, rb_cThread)) rb_raise(rb_eTypeError, "expected a Thread");
+  if (profiler->ignored_thread_count == MAX_IGNORED_THREADS) return Qfalse;
+  profiler->ignored_threads[profiler->ignored_thread_count++] = thread;
+  return Qtrue;
 }
 
 // Native.running? -> true while sampling (false after stop or a failure)
@@ -203,8 +299,10 @@ static VALUE native_fail_next_sample(VALUE self) {
 
 void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
-  rb_define_module_function(native, "start", native_start, 3);
+  rb_define_module_function(native, "start", native_start, 5);
   rb_define_module_function(native, "stop", native_stop, 1);
+  rb_define_module_function(native, "flush", native_flush, 0);
+  rb_define_module_function(native, "ignore_thread", native_ignore_thread, 1);
   rb_define_module_function(native, "running?", native_running_p, 0);
   rb_define_module_function(native, "active?", native_active_p, 0);
   rb_define_module_function(native, "stats", native_stats, 0);

@@ -11,6 +11,7 @@
 
 #include <ruby.h>
 
+#include "pacing.h"
 #include "recorder.h"
 
 typedef struct thread_contexts thread_contexts;
@@ -29,21 +30,43 @@ typedef struct {
   uint64_t thread_samples;    // threads recorded over all passes
   uint64_t dropped_samples;   // thread samples lost to a failed allocation
   int64_t sampling_ns_total, sampling_ns_min, sampling_ns_max;
+  uint64_t gc_events;         // GC enter/exit pairs seen
+  uint64_t gc_samples;        // GC time records (merged GCs)
+  uint64_t flushes;
 } sonde_stats;
+
+// Two recorders: sampling writes into recorders[active]; a flush swaps
+// them (with the GVL, so no pass is in between) and exports the other one.
+#define RECORDER_SLOTS 2
+
+// Sonde's own Ruby threads that profiles leave out (trigger, idle helper,
+// and those the Ruby side registers: the flusher, exporters).
+#define MAX_IGNORED_THREADS 8
 
 typedef struct sonde_profiler {
   // Set once by start, before any other thread can see the profiler.
   int64_t interval_ns;
   uint32_t max_frames;
   bool use_signals;
+  bool record_gc;
   int64_t start_monotonic_ns;
   int64_t start_epoch_ns;
 
   // Read by everyone, written by stop or by a failed sample.
   volatile bool stop_requested;
 
+  // The sampler adds each pass's cost; the trigger plans ticks from it.
+  pacing pace;
+
   // With the GVL only.
-  recorder *recorder;
+  recorder *recorders[RECORDER_SLOTS];
+  int active_recorder;
+  bool flushing; // a flush is encoding the other recorder (GVL released)
+  int64_t period_start_monotonic_ns; // since the last flush
+  int64_t period_start_epoch_ns;
+  VALUE ignored_threads[MAX_IGNORED_THREADS];
+  int ignored_thread_count;
+  VALUE gc_tracepoint;
   thread_contexts *contexts;
   recorder_frame *frame_buffer; // max_frames + 1 (truncation marker)
   int64_t previous_pass_ns;
@@ -52,6 +75,14 @@ typedef struct sonde_profiler {
   VALUE failure; // the exception that stopped sampling, or Qnil
   bool fail_next_sample; // test hook
   sonde_stats stats;
+
+  // GC accounting. The tracepoint (during GC: no allocation, no Ruby calls)
+  // accumulates here; a postponed job records it after GC.
+  int64_t gc_started_wall_ns;
+  int64_t gc_started_cpu_ns;
+  const void *gc_thread; // the VM thread that ran the GC
+  int64_t gc_pending_wall_ns;
+  int64_t gc_pending_cpu_ns;
 
   // Wakes the trigger thread early when stopping.
   pthread_mutex_t trigger_lock;
@@ -62,6 +93,11 @@ typedef struct sonde_profiler {
   pthread_cond_t idle_wakeup;
   bool idle_requested;
 } sonde_profiler;
+
+// The recorder sampling writes into now.
+static inline recorder *profiler_active_recorder(sonde_profiler *profiler) {
+  return profiler->recorders[profiler->active_recorder];
+}
 
 // Defines Sonde::Native.start, stop, stats, ... on the module the loader gives.
 void profiler_define_methods(VALUE native);

@@ -493,12 +493,12 @@ recorder *recorder_new(void) {
                        INITIAL_SLOTS) == 0 &&
             reserve_array(rec, (void **)&stacks->arena, &stacks->arena_capacity, sizeof(*stacks->arena),
                           INITIAL_ARENA_LENGTH, MAX_ARENA_LENGTH) == 0 &&
-            init_table(rec, (void **)&threads->entries, &threads->capacity, sizeof(*threads->entries),
-                       &threads->index, INITIAL_THREAD_SLOTS) == 0 &&
+            init_table(rec, (void **)&threads->entries, &threads->capacity, sizeof(*threads->entries), &threads->index,
+                       INITIAL_THREAD_SLOTS) == 0 &&
             reserve_array(rec, (void **)&threads->names, &threads->names_capacity, 1, INITIAL_NAMES_LENGTH,
                           MAX_ARENA_LENGTH) == 0 &&
-            init_table(rec, (void **)&samples->entries, &samples->capacity, sizeof(*samples->entries),
-                       &samples->index, INITIAL_SLOTS) == 0;
+            init_table(rec, (void **)&samples->entries, &samples->capacity, sizeof(*samples->entries), &samples->index,
+                       INITIAL_SLOTS) == 0;
   if (!ok) {
     recorder_free(rec);
     return NULL;
@@ -602,7 +602,8 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
       stack_hash = hash_stack(indexes, depth);
       sample.stack_index = insert_stack(rec, stack_slot(rec, &stack, stack_hash), &stack, stack_hash);
     }
-    if (missing.new_thread) sample.thread_index = insert_thread(rec, thread_slot(rec, &thread, thread_hash), &thread, thread_hash);
+    if (missing.new_thread)
+      sample.thread_index = insert_thread(rec, thread_slot(rec, &thread, thread_hash), &thread, thread_hash);
     sample_hash = hash_sample(sample.stack_index, sample.thread_index, state);
     sample_index = insert_sample(rec, sample_slot(rec, &sample, sample_hash), &sample, sample_hash);
   }

@@ -11,6 +11,7 @@
 #define SYNTHETIC_SHIFT 3
 #define SYNTHETIC_KIND_MASK 7u
 #define SYNTHETIC_TRUNCATED 1u
+#define SYNTHETIC_GC 2u
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
@@ -24,6 +25,8 @@ uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint3
   return kept;
 }
 
+uint64_t stacks_gc_frame_id(void) { return SYNTHETIC_GC; }
+
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   if (!is_synthetic(frame_id)) {
     vm_describe_frame(frame_id, name, path, first_line);
@@ -34,6 +37,9 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
   switch (frame_id & SYNTHETIC_KIND_MASK) {
     case SYNTHETIC_TRUNCATED:
       *name = rb_sprintf("(truncated %llu frames)", (unsigned long long)(frame_id >> SYNTHETIC_SHIFT));
+      break;
+    case SYNTHETIC_GC:
+      *name = rb_str_new_cstr("Garbage Collection");
       break;
     default:
       *name = rb_str_new_cstr("(unknown)");

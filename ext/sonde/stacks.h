@@ -16,6 +16,9 @@
 // of frames written. Needs the GVL; allocates nothing.
 uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames);
 
+// The synthetic frame GC time is recorded under ("Garbage Collection").
+uint64_t stacks_gc_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);

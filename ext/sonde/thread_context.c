@@ -31,6 +31,8 @@ typedef struct {
   VALUE name_source; // the Thread#name the cached name was made from
   char name[THREAD_NAME_SIZE];
   uint64_t last_seen_pass;
+  int64_t gc_cpu_ns_to_deduct; // GC time already charged to "Garbage Collection"
+  int64_t gc_wall_ns_to_deduct;
 } thread_context;
 
 struct thread_contexts {
@@ -47,8 +49,25 @@ static const char *const STATE_NAMES[VM_THREAD_STATE_COUNT] = {
     [VM_THREAD_BLOCKED] = "blocked",
 };
 
+// GC states follow the VM's in the recorder's state byte:
+// GC_STATE_BASE + is_major * GC_REASON_COUNT + reason.
+#define GC_STATE_BASE VM_THREAD_STATE_COUNT
+// Ruby's GC.latest_gc_info(:gc_by) values; anything else is "other".
+static const char *const GC_REASONS[] = {"newobj", "malloc", "method", "capi", "stress", "force", "other"};
+#define GC_REASON_COUNT (sizeof(GC_REASONS) / sizeof(GC_REASONS[0]))
+#define GC_STATE_END (GC_STATE_BASE + 2 * GC_REASON_COUNT)
+
 const char *thread_state_name(uint8_t state) {
-  return state < VM_THREAD_STATE_COUNT ? STATE_NAMES[state] : "unknown";
+  if (state < VM_THREAD_STATE_COUNT) return STATE_NAMES[state];
+  return state < GC_STATE_END ? "gc" : "unknown";
+}
+
+bool thread_state_gc_labels(uint8_t state, const char **type, const char **reason) {
+  if (state < GC_STATE_BASE || state >= GC_STATE_END) return false;
+  unsigned offset = state - GC_STATE_BASE;
+  *type = offset >= GC_REASON_COUNT ? "major" : "minor";
+  *reason = GC_REASONS[offset % GC_REASON_COUNT];
+  return true;
 }
 
 thread_contexts *thread_contexts_new(void) {
@@ -183,7 +202,11 @@ static void forget_dead_threads(thread_contexts *contexts, size_t threads_sample
 }
 
 static bool is_profiler_thread(const sonde_profiler *profiler, VALUE thread) {
-  return thread == profiler->trigger_thread || thread == profiler->idle_thread;
+  if (thread == profiler->trigger_thread || thread == profiler->idle_thread) return true;
+  for (int i = 0; i < profiler->ignored_thread_count; i++) {
+    if (thread == profiler->ignored_threads[i]) return true;
+  }
+  return false;
 }
 
 static void list_threads(sonde_profiler *profiler) {
@@ -201,11 +224,19 @@ void thread_contexts_baseline(sonde_profiler *profiler) {
     bool is_new;
     thread_context *context = context_for(contexts, &contexts->threads[i], &is_new);
     if (context == NULL) continue;
+    name_thread(context, &contexts->threads[i]);
     context->cpu_ns_at_previous_sample = cpu_now(context);
     context->wall_ns_at_previous_sample = now;
     context->last_seen_pass = contexts->pass;
   }
   profiler->previous_pass_ns = now;
+}
+
+// Takes already-charged GC time off a delta (never below zero).
+static int64_t deduct(int64_t delta, int64_t *already_charged) {
+  int64_t taken = *already_charged < delta ? *already_charged : delta;
+  *already_charged -= taken;
+  return delta - taken;
 }
 
 static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, int64_t now, bool *someone_on_cpu) {
@@ -226,6 +257,8 @@ static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, 
   int64_t wall_before = is_new ? profiler->previous_pass_ns : context->wall_ns_at_previous_sample;
   int64_t cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
   int64_t wall_delta = now > wall_before ? now - wall_before : 0;
+  cpu_delta = deduct(cpu_delta, &context->gc_cpu_ns_to_deduct);
+  wall_delta = deduct(wall_delta, &context->gc_wall_ns_to_deduct);
   context->cpu_ns_at_previous_sample = cpu;
   context->wall_ns_at_previous_sample = now;
 
@@ -238,7 +271,7 @@ static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, 
       [RECORDER_WALL_SAMPLES] = 1,
   };
   uint32_t depth = stacks_collect(info->handle, profiler->frame_buffer, profiler->max_frames);
-  if (recorder_record(profiler->recorder, profiler->frame_buffer, depth, info->native_tid, context->name,
+  if (recorder_record(profiler_active_recorder(profiler), profiler->frame_buffer, depth, info->native_tid, context->name,
                       (uint8_t)info->state, values) != 0) {
     profiler->stats.dropped_samples++;
     return;
@@ -247,6 +280,7 @@ static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, 
 }
 
 void thread_contexts_sample_all(sonde_profiler *profiler) {
+  thread_contexts_record_pending_gc(profiler);
   thread_contexts *contexts = profiler->contexts;
   int64_t now = clocks_monotonic_ns();
   bool someone_on_cpu = false;
@@ -262,4 +296,62 @@ void thread_contexts_sample_all(sonde_profiler *profiler) {
   profiler->previous_pass_ns = now;
   profiler->stats.samples++;
   if (someone_on_cpu) profiler->stats.cpu_samples++;
+}
+
+void thread_contexts_on_gc_enter_no_alloc(sonde_profiler *profiler) {
+  profiler->gc_started_wall_ns = clocks_monotonic_ns();
+  profiler->gc_started_cpu_ns = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+  profiler->gc_thread = vm_current_thread_handle();
+}
+
+void thread_contexts_on_gc_exit_no_alloc(sonde_profiler *profiler) {
+  if (profiler->gc_started_wall_ns == 0) return; // enabled mid-GC
+  profiler->gc_pending_wall_ns += clocks_monotonic_ns() - profiler->gc_started_wall_ns;
+  int64_t cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+  if (cpu >= 0 && profiler->gc_started_cpu_ns >= 0) profiler->gc_pending_cpu_ns += cpu - profiler->gc_started_cpu_ns;
+  profiler->gc_started_wall_ns = 0;
+  profiler->stats.gc_events++;
+}
+
+static unsigned gc_reason_index(VALUE reason) {
+  if (!SYMBOL_P(reason)) return GC_REASON_COUNT - 1;
+  const char *name = rb_id2name(SYM2ID(reason));
+  for (unsigned i = 0; name != NULL && i < GC_REASON_COUNT - 1; i++) {
+    if (strcmp(name, GC_REASONS[i]) == 0) return i;
+  }
+  return GC_REASON_COUNT - 1;
+}
+
+// What the latest GC was, as a GC state. Symbols are static: no allocation.
+static uint8_t latest_gc_state(void) {
+  VALUE major_by = rb_gc_latest_gc_info(ID2SYM(rb_intern("major_by")));
+  VALUE gc_by = rb_gc_latest_gc_info(ID2SYM(rb_intern("gc_by")));
+  unsigned is_major = RTEST(major_by) ? 1 : 0;
+  return (uint8_t)(GC_STATE_BASE + is_major * GC_REASON_COUNT + gc_reason_index(gc_by));
+}
+
+void thread_contexts_record_pending_gc(sonde_profiler *profiler) {
+  if (profiler->gc_pending_wall_ns <= 0 && profiler->gc_pending_cpu_ns <= 0) return;
+  int64_t wall = profiler->gc_pending_wall_ns, cpu = profiler->gc_pending_cpu_ns;
+  profiler->gc_pending_wall_ns = 0;
+  profiler->gc_pending_cpu_ns = 0;
+
+  int64_t thread_id = 0;
+  const char *thread_name = "(unknown thread)";
+  st_data_t found;
+  if (profiler->gc_thread != NULL && st_lookup(profiler->contexts->by_handle, (st_data_t)profiler->gc_thread, &found)) {
+    thread_context *context = (thread_context *)found;
+    thread_id = context->native_tid;
+    thread_name = context->name;
+    context->gc_cpu_ns_to_deduct += cpu;
+    context->gc_wall_ns_to_deduct += wall;
+  }
+  recorder_frame frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = cpu, [RECORDER_WALL_TIME_NS] = wall};
+  if (recorder_record(profiler_active_recorder(profiler), &frame, 1, thread_id, thread_name, latest_gc_state(),
+                      values) != 0) {
+    profiler->stats.dropped_samples++;
+    return;
+  }
+  profiler->stats.gc_samples++;
 }

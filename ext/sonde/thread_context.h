@@ -20,6 +20,21 @@ void thread_contexts_baseline(sonde_profiler *profiler);
 // Needs the GVL; never called during GC or from a signal handler.
 void thread_contexts_sample_all(sonde_profiler *profiler);
 
+// During GC (from the GC tracepoint): notes when GC starts and ends and
+// which thread runs it. Allocates nothing and calls no Ruby code.
+void thread_contexts_on_gc_enter_no_alloc(sonde_profiler *profiler);
+void thread_contexts_on_gc_exit_no_alloc(sonde_profiler *profiler);
+
+// Records the GC time accumulated since the last call as one "Garbage
+// Collection" sample of the thread that ran it (labels state=gc, gc type,
+// gc reason), and deducts it from that thread's next sample. Needs the GVL,
+// not during GC. Called at each pass, flush and stop.
+void thread_contexts_record_pending_gc(sonde_profiler *profiler);
+
+// For a GC state: its "gc type" (major/minor) and "gc reason" labels.
+// Returns false for other states.
+bool thread_state_gc_labels(uint8_t state, const char **type, const char **reason);
+
 // Number of threads with live state (dead threads are forgotten).
 size_t thread_contexts_count(const thread_contexts *contexts);
 

@@ -57,6 +57,9 @@ bool vm_current_thread_holds_gvl_signal_safe(void);
 uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
                           uint32_t *total_depth);
 
+// The VM thread running this code. Safe during GC (reads thread-local state only).
+const void *vm_current_thread_handle(void);
+
 // For a thread started from a block: the block (a Proc), else Qnil. Needs the GVL.
 VALUE vm_thread_start_proc(const void *handle);
 

@@ -144,6 +144,8 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
   return kept;
 }
 
+const void *vm_current_thread_handle(void) { return GET_THREAD(); }
+
 VALUE vm_thread_start_proc(const void *handle) {
   const rb_thread_t *thread = handle;
   if (thread->invoke_type != thread_invoke_type_proc) return Qnil;

@@ -106,7 +106,9 @@ void worker_sample_with_gvl(sonde_profiler *profiler, bool from_idle_helper) {
   int raised = 0;
   rb_protect(sample_all_protected, (VALUE)profiler, &raised);
   if (raised) stop_after_failure(profiler);
-  record_sampling_time(profiler, clocks_monotonic_ns() - started);
+  int64_t cost = clocks_monotonic_ns() - started;
+  record_sampling_time(profiler, cost);
+  pacing_record_cost(&profiler->pace, cost);
   if (from_idle_helper) profiler->stats.idle_samples++;
 }
 
@@ -163,9 +165,10 @@ static void *trigger_loop_without_gvl(void *arg) {
   signals_block_in_current_thread();
   int64_t next_tick = clocks_monotonic_ns();
   for (;;) {
-    next_tick += profiler->interval_ns;
-    // Behind schedule (machine busy, process stopped): skip, never burst.
+    // The overhead budget may stretch the interval (see pacing.h).
     int64_t now = clocks_monotonic_ns();
+    next_tick += pacing_next_interval_ns(&profiler->pace, now);
+    // Behind schedule (machine busy, process stopped): skip, never burst.
     if (next_tick < now) next_tick = now;
     if (!sleep_until(profiler, next_tick)) break;
     trigger_one_sample(profiler);
@@ -200,8 +203,27 @@ static void join_quietly(VALUE thread) {
   if (raised) rb_set_errinfo(Qnil);
 }
 
+// The GC tracepoint runs inside GC: no allocation, no Ruby calls.
+static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
+  sonde_profiler *profiler = data;
+  rb_trace_arg_t *arg = rb_tracearg_from_tracepoint(tracepoint);
+  switch (rb_tracearg_event_flag(arg)) {
+    case RUBY_INTERNAL_EVENT_GC_ENTER:
+      thread_contexts_on_gc_enter_no_alloc(profiler);
+      break;
+    case RUBY_INTERNAL_EVENT_GC_EXIT:
+      thread_contexts_on_gc_exit_no_alloc(profiler);
+      break;
+  }
+}
+
 static VALUE start_threads(VALUE arg) {
   sonde_profiler *profiler = (sonde_profiler *)arg;
+  if (profiler->record_gc) {
+    profiler->gc_tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT,
+                                                on_gc_event_no_alloc, profiler);
+    rb_tracepoint_enable(profiler->gc_tracepoint);
+  }
   // The helper first: the trigger may ask for it from its first tick.
   profiler->idle_thread = idle_helper_start(profiler);
   profiler->trigger_thread = start_trigger_thread(profiler);
@@ -230,6 +252,10 @@ bool worker_start(sonde_profiler *profiler, char *error, size_t error_size) {
 }
 
 void worker_stop(sonde_profiler *profiler) {
+  if (!NIL_P(profiler->gc_tracepoint)) {
+    rb_tracepoint_disable(profiler->gc_tracepoint);
+    thread_contexts_record_pending_gc(profiler);
+  }
   profiler->stop_requested = true;
   wake_trigger(profiler);
   idle_helper_wake_for_stop(profiler);

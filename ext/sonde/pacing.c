@@ -1,0 +1,48 @@
+// pacing.c: the overhead budget (see pacing.h). Pure C and lock-free: the
+// sampler adds its costs to one atomic counter; the trigger thread owns the
+// credit and reads that counter when it plans the next tick.
+#include "pacing.h"
+
+#define PERCENT 100.0
+#define NANOS_PER_SECOND 1e9
+// Credit saved up while sampling was cheap may be spent at once, but never
+// more than what this much wall time earns: a long quiet period must not
+// pay for a burst of expensive passes.
+#define CREDIT_WINDOW_SECONDS 1.0
+
+void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_percent, int64_t now_ns) {
+  pace->base_interval_ns = base_interval_ns;
+  pace->target_share = overhead_target_percent / PERCENT;
+  pace->credit_cap_ns = pace->target_share * CREDIT_WINDOW_SECONDS * NANOS_PER_SECOND;
+  pace->credit_ns = 0;
+  pace->last_refill_ns = now_ns;
+  pace->spent_seen_ns = 0;
+  pace->spent_ns = 0;
+  pace->delayed_ticks = 0;
+}
+
+void pacing_record_cost(pacing *pace, int64_t cost_ns) {
+  if (cost_ns > 0) __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
+}
+
+static void settle(pacing *pace, int64_t now_ns) {
+  if (now_ns > pace->last_refill_ns) {
+    pace->credit_ns += pace->target_share * (double)(now_ns - pace->last_refill_ns);
+    pace->last_refill_ns = now_ns;
+  }
+  if (pace->credit_ns > pace->credit_cap_ns) pace->credit_ns = pace->credit_cap_ns;
+  uint64_t spent = __atomic_load_n(&pace->spent_ns, __ATOMIC_RELAXED);
+  pace->credit_ns -= (double)(spent - pace->spent_seen_ns);
+  pace->spent_seen_ns = spent;
+}
+
+int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns) {
+  settle(pace, now_ns);
+  if (pace->credit_ns >= 0) return pace->base_interval_ns;
+  // Wait until the debt is earned back; never less than the asked interval.
+  int64_t repay = (int64_t)(-pace->credit_ns / pace->target_share);
+  __atomic_fetch_add(&pace->delayed_ticks, 1, __ATOMIC_RELAXED);
+  return repay > pace->base_interval_ns ? repay : pace->base_interval_ns;
+}
+
+uint64_t pacing_delayed_ticks(const pacing *pace) { return __atomic_load_n(&pace->delayed_ticks, __ATOMIC_RELAXED); }

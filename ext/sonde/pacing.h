@@ -1,0 +1,43 @@
+// pacing.h: keeps the time spent sampling under a share of wall time (the
+// overhead budget), as a token bucket. Wall time earns sampling credit at
+// the target share (1% of each second = 10 ms); each sampling pass spends
+// what it cost. While the credit is negative the trigger waits until it is
+// earned back, so over any stretch of time the share stays under the target
+// plus a small burst allowance, whatever a pass costs (many threads, deep
+// stacks, a slow machine). Cheap passes never wait: the asked rate holds.
+//
+// Pure C, no Ruby, unit-tested. The sampler (with the GVL) only adds to an
+// atomic counter of time spent; everything else belongs to the trigger thread.
+#ifndef SONDE_PACING_H
+#define SONDE_PACING_H
+
+#include <stdint.h>
+
+typedef struct {
+  // Set once.
+  int64_t base_interval_ns; // the interval the rate asks for
+  double target_share;      // e.g. 0.01 for 1%
+  double credit_cap_ns;     // the burst allowance
+  // The trigger thread's.
+  double credit_ns;
+  int64_t last_refill_ns;
+  uint64_t spent_seen_ns;
+  // Shared (atomic).
+  uint64_t spent_ns;      // written by the sampler
+  uint64_t delayed_ticks; // written by the trigger, read by stats
+} pacing;
+
+// overhead_target_percent in (0, 100]; base_interval_ns > 0; now_ns on the
+// monotonic clock.
+void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_percent, int64_t now_ns);
+
+// The sampler reports what one pass cost. Allocation-free, lock-free.
+void pacing_record_cost(pacing *pace, int64_t cost_ns);
+
+// The trigger asks how long to wait before its next tick: the base interval,
+// or longer while the budget is overdrawn (counted in delayed_ticks).
+int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns);
+
+uint64_t pacing_delayed_ticks(const pacing *pace);
+
+#endif

@@ -1,0 +1,90 @@
+// modules: pacing.c
+// pacing.c against a simulated clock: whatever a pass costs, the share of
+// time spent sampling stays under the target, and cheap passes keep the rate.
+#include <stdio.h>
+
+#include "pacing.h"
+#include "test_harness.h"
+
+#define MS 1000000LL
+#define US 1000LL
+#define SECOND 1000000000LL
+
+typedef struct {
+  int64_t samples;
+  int64_t sampling_ns;
+} simulation;
+
+// The burst allowance: what one second earns at the target share.
+#define ALLOWANCE(target_percent, duration) ((target_percent) / 100.0 * SECOND / (double)(duration))
+
+// Runs the trigger/sampler loop for `duration` of simulated time, each pass
+// costing cost_of(i); returns what happened.
+static simulation simulate(pacing *pace, int64_t duration, int64_t (*cost_of)(int64_t)) {
+  simulation result = {0, 0};
+  int64_t now = 0;
+  while (now < duration) {
+    now += pacing_next_interval_ns(pace, now);
+    int64_t cost = cost_of(result.samples);
+    pacing_record_cost(pace, cost);
+    result.sampling_ns += cost;
+    now += cost; // the pass itself takes time too
+    result.samples++;
+  }
+  return result;
+}
+
+static int64_t one_ms(int64_t i) { (void)i; return MS; }
+static int64_t three_us(int64_t i) { (void)i; return 3 * US; }
+static int64_t spiky(int64_t i) { return i % 10 == 0 ? 20 * MS : 100 * US; }
+static int64_t growing(int64_t i) { return i < 50 ? 10 * US : 2 * MS; }
+
+static void test_one_ms_samples_at_one_percent_give_about_ten_per_second(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0); // 100 Hz asked
+  simulation run = simulate(&pace, 10 * SECOND, one_ms);
+  CHECK(run.samples <= 10 * 10 + 2);
+  CHECK(run.samples >= 10 * 10 - 2);
+  CHECK((double)run.sampling_ns / (10 * SECOND) <= 0.01 + ALLOWANCE(1.0, 10 * SECOND));
+  CHECK(pacing_delayed_ticks(&pace) >= (uint64_t)run.samples - 1);
+}
+
+static void test_cheap_samples_keep_the_asked_rate(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  simulation run = simulate(&pace, 10 * SECOND, three_us);
+  CHECK(run.samples >= 995); // 100 Hz for 10 s, less the 3 µs passes
+  CHECK_EQ_INT(0, (long long)pacing_delayed_ticks(&pace));
+}
+
+static void test_spikes_stay_under_the_target(void) {
+  pacing pace;
+  pacing_init(&pace, 1 * MS, 2.0, 0); // 1000 Hz asked, 2% budget
+  simulation run = simulate(&pace, 30 * SECOND, spiky);
+  CHECK((double)run.sampling_ns / (30 * SECOND) <= 0.02 + ALLOWANCE(2.0, 30 * SECOND));
+  CHECK(run.samples > 250); // about 2.09 ms a pass on average: ~290 fit in 2% of 30 s
+}
+
+static void test_a_lasting_rise_is_followed_at_once(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  simulation run = simulate(&pace, 20 * SECOND, growing);
+  CHECK((double)run.sampling_ns / (20 * SECOND) <= 0.01 + ALLOWANCE(1.0, 20 * SECOND));
+}
+
+static void test_larger_targets_allow_more(void) {
+  pacing pace;
+  pacing_init(&pace, 1 * MS, 20.0, 0);
+  simulation run = simulate(&pace, 1 * SECOND, one_ms);
+  CHECK((double)run.sampling_ns / SECOND <= 0.2 + ALLOWANCE(20.0, SECOND));
+  CHECK(run.samples >= 150); // 1 ms passes, 5 ms apart
+}
+
+int main(void) {
+  RUN(test_one_ms_samples_at_one_percent_give_about_ten_per_second);
+  RUN(test_cheap_samples_keep_the_asked_rate);
+  RUN(test_spikes_stay_under_the_target);
+  RUN(test_a_lasting_rise_is_followed_at_once);
+  RUN(test_larger_targets_allow_more);
+  return test_summary("pacing");
+}

@@ -1,0 +1,56 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# GC time: recorded as a "Garbage Collection" frame with GC labels, matching
+# what Ruby itself measured, and not charged again to the thread's frames.
+class GcTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    @dir = Dir.mktmpdir("sonde-gc")
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir)
+  end
+
+  def gc_samples(profile)
+    profile.samples.select { |s| function_names(profile, s) == ["Garbage Collection"] }
+  end
+
+  def test_gc_time_matches_what_ruby_measured_and_is_not_counted_twice
+    out = File.join(@dir, "gc.pprof")
+    facts = run_workload("allocation_heavy", out, "true")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+
+    gc = gc_samples(profile)
+    refute_empty gc
+    gc_cpu_ms = gc.sum { |s| s.values[profile.value_index("cpu-time")] } / 1e6
+    assert_operator facts["gc_ms"], :>, 20, "the workload must really exercise the GC"
+    assert_within facts["gc_ms"], gc_cpu_ms, 0.25, "GC cpu-time vs GC.stat(:time)"
+
+    gc.each do |sample|
+      assert_equal "gc", sample.labels["state"]
+      assert_includes %w[major minor], sample.labels["gc type"]
+      assert_includes %w[newobj malloc method capi stress force other], sample.labels["gc reason"]
+      assert_equal "main", sample.labels["thread name"]
+    end
+    assert_includes gc.map { |s| s.labels["gc reason"] }, "method", "GC.start is a GC by method"
+
+    # The main thread's CPU time is split between its own frames and GC,
+    # never counted in both: together they are what its CPU clock says.
+    main_cpu = total(profile, "cpu-time") { |s| thread_name(s) == "main" } / 1e9
+    assert_within facts["main_cpu"], main_cpu, 0.15, "main thread's cpu-time (frames + GC) vs its CPU clock"
+    assert_operator facts["stats"]["gc_events"], :>, facts["stats"]["gc_samples"], "GC steps are merged"
+  end
+
+  def test_gc_false_records_no_gc_frame
+    out = File.join(@dir, "nogc.pprof")
+    facts = run_workload("allocation_heavy", out, "false")
+    assert_empty gc_samples(Sonde::Pprof.read(out))
+    assert_equal 0, facts["stats"]["gc_events"]
+    assert_equal false, facts["stats"]["gc"]
+  end
+end

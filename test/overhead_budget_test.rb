@@ -1,0 +1,39 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# The overhead budget (pacing.c): however expensive a sampling pass is, the
+# time spent sampling stays under overhead_target percent of wall time.
+class OverheadBudgetTest < Minitest::Test
+  include SondeTestHelper
+
+  # What the budget may run ahead by: the credit one second earns (pacing.c).
+  def allowance(target_percent, duration)
+    target_percent / 100.0 / duration
+  end
+
+  def test_five_hundred_threads_three_hundred_deep_stay_under_one_percent
+    facts = run_workload("many_deep_threads", "500", "300", "4", "1.0")
+    stats = facts["stats"]
+    share = stats["sampling_time_ns_total"] / 1e9 / facts["duration"]
+    average_pass = stats["sampling_time_ns_avg"] / 1e6
+    assert_operator share, :<=, 0.01 + allowance(1.0, facts["duration"]),
+                    "sampling took #{(share * 100).round(3)}% of wall time (#{stats["samples"]} passes of " \
+                    "#{average_pass.round(2)} ms)"
+    assert_operator stats["pacing_delayed_ticks"], :>, 0, "the budget had to slow sampling down"
+    assert_operator stats["samples"], :>, 3, "it still samples"
+  end
+
+  def test_cheap_passes_keep_the_asked_rate
+    facts = run_workload("many_deep_threads", "2", "10", "1", "1.0")
+    stats = facts["stats"]
+    assert_operator stats["samples"], :>=, 0.7 * 1000 * facts["duration"], "1000 Hz asked"
+  end
+
+  def test_overhead_target_is_validated
+    [0, -1, 20.5, "1", nil].each do |bad|
+      error = assert_raises(Sonde::ArgumentError) { Sonde.start(overhead_target: bad) }
+      assert_match(/overhead_target must be a number above 0 and at most 20/, error.message)
+    end
+  end
+end

@@ -1,0 +1,28 @@
+# frozen_string_literal: true
+
+# Allocates enough that GC runs often (minor and major), and reports the GC
+# time Ruby measured itself (GC.stat(:time), milliseconds) over the same span.
+require "json"
+require "sonde"
+
+out = ARGV.fetch(0)
+gc = ARGV.fetch(1, "true") == "true"
+
+def churn
+  kept = []
+  300_000.times do |i|
+    kept << (("x" * 40) + i.to_s)
+    kept.shift if kept.size > 60_000
+  end
+  3.times { GC.start }
+end
+
+Sonde.start(rate: 100, gc: gc)
+before = GC.stat(:time)
+cpu_before = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+churn
+cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - cpu_before
+gc_ms = GC.stat(:time) - before
+profile = Sonde.stop
+profile.write(out)
+puts JSON.generate(gc_ms: gc_ms, main_cpu: cpu, stats: profile.stats)
