@@ -7,6 +7,7 @@ require_relative "sonde/native"
 require_relative "sonde/options"
 require_relative "sonde/profile"
 require_relative "sonde/process_hooks"
+require_relative "sonde/continuous"
 
 # Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
 #
@@ -32,6 +33,7 @@ module Sonde
   @lifecycle_lock = Mutex.new
   @last_stats = {}
   @options = nil
+  @continuous = nil
   @exec_listeners = []
 
   ProcessHooks.install
@@ -47,41 +49,65 @@ module Sonde
       Native.load ? nil : Native.load_error.message
     end
 
-    # Starts sampling every Ruby thread of this process.
-    #   rate:       samples per second (1..5000, default 100)
-    #   max_frames: deepest stack kept (1..10000, default 400); deeper stacks
-    #               keep their innermost frames and a "(truncated N frames)" frame
-    #   signals:    true (default) interrupts the running thread with SIGPROF;
-    #               false never sends a signal (see README, "No-signals mode")
-    #   overhead_target: percent of wall time sampling may take, (0, 20],
-    #               default 1.0; sampling slows down to stay under it
-    #   gc:         true (default) records GC time as "Garbage Collection"
+    # Starts sampling every Ruby thread of this process. Every option can
+    # also come from a SONDE_* environment variable (a keyword wins):
+    #   rate:       samples per second (1..5000, default 100)       SONDE_RATE
+    #   max_frames: deepest stack kept (1..10000, default 400);     SONDE_MAX_FRAMES
+    #               deeper stacks keep their innermost frames and a "(truncated N frames)" frame
+    #   signals:    true (default) interrupts the running thread    SONDE_NO_SIGNALS=1 for false
+    #               with SIGPROF; false never sends a signal (README, "No-signals mode")
+    #   overhead_target: percent of wall time sampling may take,    SONDE_OVERHEAD_TARGET
+    #               (0, 20], default 1.0; sampling slows down to stay under it
+    #   gc:         true (default) records GC time                  SONDE_GC
+    #   continuous: true flushes every `every` seconds to the exporters (default false)
+    #   every:      seconds between flushes (1..3600, default 60)   SONDE_EVERY
+    #   export:     "dir:PATH", "pyroscope:URL", "datadog:URL", comma-separated
+    #               (default "dir:sonde-profiles")                  SONDE_EXPORT
+    #   service:, env:, version: profile tags                       SONDE_SERVICE, SONDE_ENV, SONDE_VERSION
+    #   tags:       more tags, {"team" => "web"}                    SONDE_TAGS="team:web,region:eu"
     # Raises Sonde::ArgumentError for a bad option, Sonde::UnsupportedError
     # where Sonde cannot run, Sonde::StateError when already started,
     # Sonde::SignalConflictError when another library owns SIGPROF.
-    def start(**options)
-      options = Options.new(**options)
+    def start(**keywords)
+      options = Options.new(**keywords)
+      exporters = options.continuous ? exporters_for(options) : nil
       Native.load!
       @lifecycle_lock.synchronize do
         raise StateError, already_started_message if Native.active?
 
         Native.start(*options.native_arguments)
         @options = options
+        @continuous = exporters && Continuous.new(options, exporters).start
       end
+      install_exit_hook if @continuous
       true
+    end
+
+    # The effective settings: for each, its value and where it came from
+    # ("keyword", "default" or the SONDE_* variable). Those of the current
+    # run, or else what Sonde.start with no keywords would use now.
+    def configuration
+      options = @options || Options.new
+      options.to_h.to_h { |name, value| [name, { value: value, source: options.sources[name] }] }
     end
 
     # Stops sampling and returns the Sonde::Profile of the run. Raises
     # Sonde::StateError when not started, Sonde::SamplingError when sampling
     # failed during the run (the error carries the partial profile).
     def stop
-      result = @lifecycle_lock.synchronize do
-        raise StateError, "Sonde is not running; call Sonde.start first" unless Native.loaded? && Native.active?
+      raise StateError, "Sonde is not running; call Sonde.start first" unless Native.loaded? && Native.active?
 
+      continuous = @continuous
+      continuous&.stop_thread
+      result = @lifecycle_lock.synchronize do
+        raise StateError, "Sonde is not running; call Sonde.start first" unless Native.active?
+
+        @continuous = nil
         Native.stop(true)
       end
       @last_stats = result[:stats].freeze
       profile = profile_from(result)
+      continuous&.finish(profile)
       failure = result[:failure]
       if failure
         raise SamplingError.new("sampling failed and stopped early (the application was not interrupted): " \
@@ -147,6 +173,23 @@ module Sonde
 
     private
 
+    def exporters_for(options)
+      require_relative "sonde/exporters"
+      Exporters.parse(options.export, service: options.service)
+    end
+
+    # Continuous mode exports the last period when the process exits.
+    def install_exit_hook
+      return if @exit_hook_installed
+
+      @exit_hook_installed = true
+      at_exit do
+        stop if @continuous && Native.active?
+      rescue StandardError => e
+        warn "sonde: at exit: #{e.class}: #{e.message}"
+      end
+    end
+
     def profile_from(result)
       Profile.new(pprof: result[:pprof], start_time: Time.at(0, result[:start_epoch_ns], :nanosecond),
                   duration: result[:duration_ns] / 1e9, stats: result[:stats].freeze)
@@ -158,6 +201,7 @@ module Sonde
       @lifecycle_lock = Mutex.new # another thread may have held it at fork
       Native.stop(false)
       Native.start(*@options.native_arguments)
+      @continuous&.restart_in_child
     rescue StandardError => e
       warn "sonde: could not restart profiling in forked child #{Process.pid}: #{e.class}: #{e.message}"
     end

@@ -48,20 +48,6 @@ module Sonde
       Process.ppid.to_s == ENV[PARENT_VARIABLE] ? output : per_process_path(output, Process.pid)
     end
 
-    def options_from_environment
-      options = {}
-      options[:rate] = integer_variable(RATE_VARIABLE) if ENV[RATE_VARIABLE]
-      options[:max_frames] = integer_variable(MAX_FRAMES_VARIABLE) if ENV[MAX_FRAMES_VARIABLE]
-      options[:signals] = false if ENV[NO_SIGNALS_VARIABLE] == "1"
-      options
-    end
-
-    def integer_variable(name)
-      Integer(ENV.fetch(name), 10)
-    rescue ::ArgumentError
-      raise Sonde::ArgumentError, "#{name} must be a whole number, got #{ENV.fetch(name).inspect}"
-    end
-
     def install
       return unless ENV[OUTPUT_VARIABLE]
 
@@ -69,7 +55,7 @@ module Sonde
         warn "sonde: not profiling process #{Process.pid}: #{Sonde.unsupported_reason}"
         return
       end
-      Sonde.start(**options_from_environment)
+      Sonde.start # SONDE_RATE, SONDE_MAX_FRAMES, SONDE_NO_SIGNALS come from the environment
       Sonde.on_exec { |profile| write(profile) }
       at_exit { finish }
     rescue Sonde::Error => e

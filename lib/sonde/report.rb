@@ -5,13 +5,17 @@ require "sonde/pprof"
 
 module Sonde
   # The text report of `sonde report`: the functions that took the most CPU
-  # or wall time, for the whole profile or thread by thread.
+  # or wall time, for the whole profile, thread by thread or state by state;
+  # or the callers and callees of one function.
   #
   #   Sonde::Report.new(Sonde::Pprof.read("app.pprof"), by: :thread, top: 10).render($stdout)
+  #   Sonde::Report.new(profile, focus: /Parser/, ignore: /gems/, lines: true).render($stdout)
+  #   Sonde::Report.new(profile, function: "JSON.parse").render($stdout)
   #
   # Self time is charged to the leaf frame of each sample; total (inclusive)
   # time to every distinct function on its stack, once per sample even when
-  # the function recurses. Functions are grouped by name and file.
+  # the function recurses. Functions are grouped by name and file (with
+  # lines: true, by name, file and line).
   class Report
     # One kind of table: which sample type holds its value, and which one (if
     # any) counts its samples.
@@ -20,31 +24,45 @@ module Sonde
       cpu: Kind.new("CPU time", "cpu-time", "cpu-samples"),
       wall: Kind.new("Wall time", "wall-time", nil)
     }.freeze
-    BY_VALUES = [nil, :thread].freeze
+    BY_VALUES = [nil, :thread, :state].freeze
     SAMPLE_VALUES = [nil, :cpu, :wall].freeze
     DEFAULT_TOP = 20
     THREAD_ID = "thread id"
     THREAD_NAME = "thread name"
+    STATE = "state"
 
-    def initialize(profile, by: nil, sample: nil, top: DEFAULT_TOP)
+    def initialize(profile, by: nil, sample: nil, top: DEFAULT_TOP, focus: nil, ignore: nil, lines: false,
+                   function: nil)
       check_option(:by, by, BY_VALUES)
       check_option(:sample, sample, SAMPLE_VALUES)
+      check_option(:lines, lines, [true, false])
       unless top.is_a?(Integer) && top.positive?
         raise Sonde::ArgumentError, "top: #{top.inspect} is not accepted (expected a positive Integer)"
+      end
+      check_regexp(:focus, focus)
+      check_regexp(:ignore, ignore)
+      unless function.nil? || (function.is_a?(String) && !function.empty?)
+        raise Sonde::ArgumentError, "function: #{function.inspect} is not accepted (expected a function name)"
       end
 
       @profile = profile
       @by = by
       @kinds = sample ? [KINDS.fetch(sample)] : KINDS.values
       @top = top
-      @frames = FrameIndex.new(profile)
+      @frames = FrameIndex.new(profile, lines: lines)
+      @samples = SampleFilter.new(@frames, focus: focus, ignore: ignore).select(profile.samples)
+      @function = function && @frames.find_function(function)
     end
 
     def render(io)
-      if @by == :thread
+      if @function
+        FunctionView.new(@profile, @frames, @function, @kinds).render(io, @samples)
+      elsif @by == :thread
         render_threads(io)
+      elsif @by == :state
+        render_states(io)
       else
-        render_tables(io, @profile.samples)
+        render_tables(io, @samples)
       end
       io
     end
@@ -58,6 +76,12 @@ module Sonde
             "#{name}: #{value.inspect} is not accepted (expected one of #{accepted.map(&:inspect).join(", ")})"
     end
 
+    def check_regexp(name, value)
+      return if value.nil? || value.is_a?(Regexp)
+
+      raise Sonde::ArgumentError, "#{name}: #{value.inspect} is not accepted (expected a Regexp or nil)"
+    end
+
     def render_tables(io, samples)
       @kinds.each_with_index do |kind, i|
         io.puts if i.positive?
@@ -68,17 +92,25 @@ module Sonde
     # Threads with the most of the first kind's value come first; the second
     # kind breaks ties.
     def render_threads(io)
-      threads = ThreadSplit.new(@profile.samples).threads
+      render_split(io, ThreadSplit.new(@samples).threads)
+    end
+
+    # States with the most time first, as threads.
+    def render_states(io)
+      render_split(io, StateSplit.new(@samples).states)
+    end
+
+    def render_split(io, parts)
       indexes = @kinds.map { |kind| @profile.value_index(kind.type) }
-      threads = threads.sort_by do |thread|
-        [*indexes.map { |index| index ? -thread.sum(index) : 0 }, thread.id.to_s]
+      parts = parts.sort_by do |part|
+        [*indexes.map { |index| index ? -part.sum(index) : 0 }, part.id.to_s]
       end
-      threads.each_with_index do |thread, i|
+      parts.each_with_index do |part, i|
         io.puts if i.positive?
-        io.puts thread.heading
-        render_tables(io, thread.samples)
+        io.puts part.heading
+        render_tables(io, part.samples)
       end
-      io.puts "No samples." if threads.empty?
+      io.puts "No samples." if parts.empty?
     end
 
     def render_table(io, kind, samples)
@@ -121,6 +153,10 @@ module Sonde
     end
 
     def percent(value, total)
+      Report.percent(value, total)
+    end
+
+    def self.percent(value, total)
       format("%.1f%%", 100.0 * value / total)
     end
 
@@ -146,8 +182,9 @@ module Sonde
       format("%.0f", value)
     end
 
-    # Maps each location to a function group (name, filename) and remembers,
-    # per stack, its leaf group and its distinct groups.
+    # Maps each location to a function group (name, filename; with lines:
+    # true, also the line) and remembers, per stack, its leaf group and its
+    # distinct groups.
     class FrameIndex
       Group = Struct.new(:name, :filename, :start_line) do
         def location
@@ -159,14 +196,15 @@ module Sonde
 
       attr_reader :groups
 
-      def initialize(profile)
+      def initialize(profile, lines: false)
         @groups = []
         group_ids = {}
         @location_groups = {}
         profile.locations.each_value do |location|
           function = profile.functions.fetch(location.function_id, Pprof::UNKNOWN_FUNCTION)
-          key = [function.name, function.filename]
-          group_ids[key] ||= @groups.push(Group.new(function.name, function.filename, function.start_line)).size - 1
+          line = lines ? location.line : function.start_line
+          key = lines ? [function.name, function.filename, line] : [function.name, function.filename]
+          group_ids[key] ||= @groups.push(Group.new(function.name, function.filename, line)).size - 1
           @location_groups[location.id] = group_ids[key]
         end
         # By the identity of each sample's location_ids array: every table
@@ -182,6 +220,31 @@ module Sonde
           [groups.first, groups.uniq].freeze
         end
       end
+
+      # The groups of a stack, leaf first, repeats kept.
+      def path(location_ids)
+        location_ids.map { |id| @location_groups.fetch(id) }
+      end
+
+      # The indexes of the groups of the function called name: an exact
+      # name, else the one function whose name contains it. Raises
+      # Sonde::ArgumentError naming the candidates otherwise.
+      def find_function(name)
+        exact = @groups.each_index.select { |i| @groups[i].name == name }
+        return exact unless exact.empty?
+
+        names = @groups.map(&:name).uniq.select { |candidate| candidate.include?(name) }
+        return @groups.each_index.select { |i| @groups[i].name == names.first } if names.size == 1
+
+        raise Sonde::ArgumentError, "function: no function named #{name.inspect} in this profile" if names.empty?
+
+        shown = names.sort.first(FUNCTION_CANDIDATES)
+        more = names.size > shown.size ? ", ..." : ""
+        raise Sonde::ArgumentError,
+              "function: #{name.inspect} matches #{names.size} functions (#{shown.join(", ")}#{more}); give the full name"
+      end
+
+      FUNCTION_CANDIDATES = 5
     end
 
     # Self and total values per function group over a set of samples.
@@ -214,6 +277,30 @@ module Sonde
         @self_values[leaf] += value if leaf
         total_values = @total_values
         groups.each { |group| total_values[group] += value }
+      end
+    end
+
+    # The samples of each state, by the "state" label.
+    class StateSplit
+      StateSamples = Struct.new(:id, :samples) do
+        def heading
+          "State #{id || "(none)"}"
+        end
+
+        def sum(value_index)
+          samples.sum { |sample| sample.values[value_index] }
+        end
+      end
+
+      attr_reader :states
+
+      def initialize(samples)
+        by_state = {}
+        samples.each do |sample|
+          state = sample.labels[STATE]
+          (by_state[state] ||= StateSamples.new(state, [])).samples << sample
+        end
+        @states = by_state.values
       end
     end
 
@@ -255,9 +342,10 @@ module Sonde
       NUMERIC_COLUMNS = 4
       GAP = "  "
 
-      def initialize(rows)
-        @rows = [HEADER, *rows]
-        @widths = HEADER.each_index.map { |i| @rows.map { |row| row[i].length }.max }
+      def initialize(rows, header: HEADER, numeric_columns: NUMERIC_COLUMNS)
+        @rows = [header, *rows]
+        @numeric_columns = numeric_columns
+        @widths = header.each_index.map { |i| @rows.map { |row| row[i].length }.max }
       end
 
       def lines
@@ -270,10 +358,13 @@ module Sonde
         cells = row.each_with_index.map do |cell, i|
           next cell if i == row.size - 1
 
-          i < NUMERIC_COLUMNS ? cell.rjust(@widths[i]) : cell.ljust(@widths[i])
+          i < @numeric_columns ? cell.rjust(@widths[i]) : cell.ljust(@widths[i])
         end
         cells.join(GAP).rstrip
       end
     end
   end
 end
+
+require "sonde/report/sample_filter"
+require "sonde/report/function_view"

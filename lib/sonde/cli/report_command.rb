@@ -4,19 +4,23 @@ require "optparse"
 require "sonde/errors"
 require "sonde/pprof"
 require "sonde/report"
+require "sonde/cli/profile_input"
 
 module Sonde
   module CLI
-    # `sonde report FILE [--by thread] [--sample cpu|wall] [--top N]`: prints
-    # the top functions of a pprof profile. Errors are one line on err, never
-    # a backtrace; the exit code says whose fault it was.
+    # `sonde report FILE [--by thread|state] [--sample cpu|wall] [--top N]
+    # [--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]`: prints
+    # the top functions of a pprof profile, or one function's callers and
+    # callees. Errors are one line on err, never a backtrace; the exit code
+    # says whose fault it was.
     class ReportCommand
       EXIT_OK = 0
       EXIT_FILE_ERROR = 1
       EXIT_USAGE_ERROR = 2
       PREFIX = "sonde report: "
-      USAGE = "sonde report FILE [--by thread] [--sample cpu|wall] [--top N]"
-      BY_CHOICES = { "thread" => :thread }.freeze
+      USAGE = "sonde report FILE [--by thread|state] [--sample cpu|wall] [--top N] [--focus REGEX] " \
+              "[--ignore REGEX] [--lines] [--function NAME]"
+      BY_CHOICES = { "thread" => :thread, "state" => :state }.freeze
       SAMPLE_CHOICES = { "cpu" => :cpu, "wall" => :wall }.freeze
       EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
 
@@ -65,7 +69,8 @@ module Sonde
       def parser
         OptionParser.new do |opts|
           opts.banner = "Usage: #{USAGE}\n\nPrints the functions that took the most time in a pprof profile.\n\n"
-          opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first)") do |value|
+          opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first)",
+                  "or state (running, waiting for gvl, sleeping, blocked, gc)") do |value|
             @options[:by] = choice("--by", value, BY_CHOICES)
           end
           opts.on("--sample KIND", "Only one table: cpu (CPU time) or wall (wall-clock time);",
@@ -74,6 +79,17 @@ module Sonde
           end
           opts.on("--top N", "Show the N functions with the most self time (default #{Report::DEFAULT_TOP})") do |value|
             @options[:top] = positive_integer("--top", value)
+          end
+          opts.on("--focus REGEX", "Only samples whose stack has a function whose name or file matches") do |value|
+            @options[:focus] = regexp("--focus", value)
+          end
+          opts.on("--ignore REGEX", "Drop samples whose stack has a function whose name or file matches") do |value|
+            @options[:ignore] = regexp("--ignore", value)
+          end
+          opts.on("--lines", "One row per line of code instead of per function") { @options[:lines] = true }
+          opts.on("--function NAME", "Callers and callees of one function (its full name, or a part",
+                  "that names only one function)") do |value|
+            @options[:function] = value
           end
           opts.on("-h", "--help", "Show this help") { @help = true }
           remove_exiting_builtins(opts)
@@ -92,6 +108,12 @@ module Sonde
         end
       end
 
+      def regexp(option, value)
+        Regexp.new(value)
+      rescue RegexpError => e
+        raise UsageError, "#{option}: #{value.inspect} is not a valid regular expression (#{e.message})"
+      end
+
       def positive_integer(option, value)
         number = Integer(value, 10, exception: false)
         return number if number&.positive?
@@ -104,22 +126,17 @@ module Sonde
         EXIT_OK
       end
 
-      # Only reading is rescued here; rendering errors (a closed pipe) are
-      # left to run.
+      # Only reading and options are rescued here; rendering errors (a closed
+      # pipe) are left to run.
       def report(file)
-        profile = Pprof.read(file)
-      rescue Errno::ENOENT
-        fail_with(EXIT_FILE_ERROR, "#{file}: no such file")
-      rescue Errno::EISDIR
-        fail_with(EXIT_FILE_ERROR, "#{file}: is a directory")
-      rescue Errno::EACCES
-        fail_with(EXIT_FILE_ERROR, "#{file}: permission denied")
-      rescue SystemCallError => e
-        fail_with(EXIT_FILE_ERROR, "#{file}: #{e.message}")
-      rescue Pprof::DecodeError => e
-        fail_with(EXIT_FILE_ERROR, "#{file}: #{e.message}")
+        profile = ProfileInput.read(file)
+        report = Report.new(profile, **@options)
+      rescue ProfileInput::Error => e
+        fail_with(EXIT_FILE_ERROR, e.message)
+      rescue Sonde::ArgumentError => e
+        fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Afunction: /, "--function: "))
       else
-        Report.new(profile, **@options).render(@out)
+        report.render(@out)
         EXIT_OK
       end
 

@@ -1,0 +1,32 @@
+# frozen_string_literal: true
+
+require "sonde/pprof"
+
+module Sonde
+  module CLI
+    # Reads the pprof file a command was given. Every way it can fail (no such
+    # file, a directory, unreadable, empty, truncated, not gzip, not pprof)
+    # becomes one Error whose message names the file and what is wrong, so
+    # each command prints one line and never a backtrace.
+    module ProfileInput
+      # message: "FILE: what is wrong"
+      class Error < StandardError; end
+
+      module_function
+
+      def read(file)
+        Pprof.read(file)
+      rescue Errno::ENOENT
+        raise Error, "#{file}: no such file"
+      rescue Errno::EISDIR
+        raise Error, "#{file}: is a directory"
+      rescue Errno::EACCES
+        raise Error, "#{file}: permission denied"
+      rescue SystemCallError => e
+        raise Error, "#{file}: #{e.message}"
+      rescue Pprof::DecodeError => e
+        raise Error, "#{file}: #{e.message}"
+      end
+    end
+  end
+end

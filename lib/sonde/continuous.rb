@@ -1,0 +1,127 @@
+# frozen_string_literal: true
+
+require "socket"
+require_relative "version"
+
+module Sonde
+  # Continuous mode: a background Ruby thread ("sonde-flusher") flushes the
+  # profile every `every` seconds and hands it to the exporters, while
+  # sampling goes on. A last flush happens at stop (and so at exit). The
+  # flusher never raises into the application: a failed flush or export is
+  # counted and warned about once.
+  #
+  # Runs on the flusher thread; start/stop on the caller's thread.
+  class Continuous
+    attr_reader :exporters, :flushes, :errors
+
+    def initialize(options, exporters)
+      @options = options
+      @exporters = exporters
+      @flushes = 0
+      @errors = 0
+      @thread = nil
+    end
+
+    def start
+      @pid = Process.pid
+      # Fresh in a forked child too: the parent's flusher may have held them.
+      @lock = Mutex.new
+      @wakeup = ConditionVariable.new
+      @stopping = false
+      @thread = Thread.new { flush_loop }
+      @thread.name = "sonde-flusher"
+      @thread.report_on_exception = false
+      Native.ignore_thread(@thread)
+      self
+    end
+
+    # Exports what was recorded since the last flush (the profile Sonde.stop
+    # returns) and waits, at most `timeout` seconds, for the exporters.
+    def finish(profile, timeout: SHUTDOWN_SECONDS)
+      stop_thread
+      export(profile) if profile
+      @exporters.each { |exporter| exporter.shutdown(timeout: timeout) }
+    end
+    SHUTDOWN_SECONDS = 5
+
+    # In a forked child the flusher thread did not survive: start another.
+    def restart_in_child
+      @thread = nil
+      start
+    end
+
+    # The tags every profile carries; pid and host are read at each export,
+    # so a forked worker's profiles carry its own pid.
+    def tags
+      tags = { "service" => @options.service, "host" => Socket.gethostname, "pid" => Process.pid.to_s,
+               "runtime" => "ruby", "runtime_version" => RUBY_VERSION, "sonde_version" => Sonde::VERSION }
+      tags["env"] = @options.env if @options.env
+      tags["version"] = @options.version if @options.version
+      @options.tags.merge(tags) { |_key, user, ours| %w[pid host].include?(_key) ? ours : user }
+    end
+
+    def export(profile)
+      require_relative "exporters"
+      exported = ExportedProfile.new(pprof: profile.pprof, start_time: profile.start_time,
+                                     end_time: profile.start_time + profile.duration, tags: tags)
+      @exporters.each { |exporter| exporter.export(exported) }
+      ignore_exporter_threads
+    end
+
+    private
+
+    def flush_loop
+      until wait_for_stop(@options.every)
+        flush_once
+      end
+    end
+
+    # Sleeps `seconds` or until stop; true when stopping.
+    def wait_for_stop(seconds)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      @lock.synchronize do
+        until @stopping
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          break if left <= 0
+
+          @wakeup.wait(@lock, left)
+        end
+        @stopping
+      end
+    end
+
+    def flush_once
+      export(Sonde.flush)
+      @flushes += 1
+    rescue Sonde::StateError
+      :stopped
+    rescue StandardError => e
+      @errors += 1
+      warn "sonde: continuous flush failed (profiling goes on): #{e.class}: #{e.message}" if @errors == 1
+    end
+
+    public
+
+    # Ends the flusher (before the profiler stops, so it cannot flush a
+    # profiler that is going away).
+    def stop_thread
+      return unless @thread && @pid == Process.pid
+
+      @lock.synchronize do
+        @stopping = true
+        @wakeup.signal
+      end
+      @thread.join unless @thread == Thread.current
+      @thread = nil
+    end
+
+    def ignore_exporter_threads
+      Thread.list.each do |thread|
+        next unless thread.name.to_s.start_with?("sonde-export")
+        next if (@ignored ||= {}).key?(thread)
+
+        @ignored[thread] = Native.ignore_thread(thread)
+      end
+    end
+  end
+end

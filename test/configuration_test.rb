@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Every option as a keyword and as a SONDE_* variable; each bad value named.
+class ConfigurationTest < Minitest::Test
+  include SondeTestHelper
+
+  def options(environment = {}, **keywords)
+    Sonde::Options.new(environment: environment, **keywords)
+  end
+
+  def test_defaults
+    defaults = options
+    assert_equal 100, defaults.rate
+    assert_equal 400, defaults.max_frames
+    assert_equal true, defaults.signals
+    assert_equal 1.0, defaults.overhead_target
+    assert_equal true, defaults.gc
+    assert_equal false, defaults.continuous
+    assert_equal 60, defaults.every
+    assert_equal "dir:sonde-profiles", defaults.export
+    assert_equal({}, defaults.tags)
+    assert(defaults.sources.values.all?("default"))
+  end
+
+  def test_every_variable_is_read_and_its_source_remembered
+    environment = {
+      "SONDE_RATE" => "250", "SONDE_MAX_FRAMES" => "64", "SONDE_OVERHEAD_TARGET" => "2.5", "SONDE_GC" => "false",
+      "SONDE_NO_SIGNALS" => "1", "SONDE_EVERY" => "30", "SONDE_EXPORT" => "dir:/tmp/p,pyroscope:http://127.0.0.1:4040",
+      "SONDE_SERVICE" => "web", "SONDE_ENV" => "staging", "SONDE_VERSION" => "1.2.3", "SONDE_TAGS" => "team:core, region:eu"
+    }
+    resolved = options(environment)
+    assert_equal [250, 64, 2.5, false, false, 30.0], [resolved.rate, resolved.max_frames, resolved.overhead_target,
+                                                     resolved.gc, resolved.signals, resolved.every]
+    assert_equal "dir:/tmp/p,pyroscope:http://127.0.0.1:4040", resolved.export
+    assert_equal %w[web staging 1.2.3], [resolved.service, resolved.env, resolved.version]
+    assert_equal({ "team" => "core", "region" => "eu" }, resolved.tags)
+    assert_equal "SONDE_RATE", resolved.sources[:rate]
+    assert_equal "SONDE_NO_SIGNALS", resolved.sources[:signals]
+    assert_equal "default", resolved.sources[:continuous]
+  end
+
+  def test_a_keyword_wins_over_the_environment
+    resolved = options({ "SONDE_RATE" => "250" }, rate: 10)
+    assert_equal 10, resolved.rate
+    assert_equal "keyword", resolved.sources[:rate]
+  end
+
+  def test_garbage_in_each_variable_is_named_with_what_is_accepted
+    {
+      "SONDE_RATE" => ["fast", /SONDE_RATE="fast": rate must be an Integer from 1 to 5000/],
+      "SONDE_MAX_FRAMES" => ["-3", /SONDE_MAX_FRAMES="-3": max_frames must be an Integer from 1 to 10000/],
+      "SONDE_OVERHEAD_TARGET" => ["50", /SONDE_OVERHEAD_TARGET="50": overhead_target must be a number above 0 and at most 20/],
+      "SONDE_GC" => ["maybe", /SONDE_GC="maybe": expected one of 1, true, yes, on, 0, false, no, off/],
+      "SONDE_NO_SIGNALS" => ["2", /SONDE_NO_SIGNALS="2": expected one of/],
+      "SONDE_EVERY" => ["0", /SONDE_EVERY="0": every must be a number of seconds from 1 to 3600/],
+      "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT="ftp:\/\/x": export must be one or more of dir:PATH, pyroscope:URL, datadog:URL/],
+      "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be "key:value,key:value"/],
+    }.each do |variable, (value, message)|
+      error = assert_raises(Sonde::ArgumentError, variable) { options({ variable => value }) }
+      assert_match message, error.message, variable
+    end
+  end
+
+  def test_bad_keywords_are_named
+    {
+      { every: 0 } => /every must be a number of seconds from 1 to 3600, got 0/,
+      { export: "s3:bucket" } => /export must be one or more of dir:PATH/,
+      { service: "" } => /service must be a non-empty String/,
+      { tags: { "a" => 1 } } => /tags must be a Hash of String\/Symbol => String/,
+      { continuous: "yes" } => /continuous must be true or false/,
+      { gc: nil } => /gc must be true or false/,
+    }.each do |keywords, message|
+      error = assert_raises(Sonde::ArgumentError, keywords.inspect) { options(**keywords) }
+      assert_match message, error.message
+    end
+  end
+
+  def test_sonde_configuration_shows_values_and_sources
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY, env: { "SONDE_RATE" => "50" })
+      Sonde.start(max_frames: 100)
+      puts JSON.generate(Sonde.configuration)
+      Sonde.stop
+    RUBY
+    assert status.success?, stderr
+    configuration = JSON.parse(stdout)
+    assert_equal({ "value" => 50, "source" => "SONDE_RATE" }, configuration["rate"])
+    assert_equal({ "value" => 100, "source" => "keyword" }, configuration["max_frames"])
+    assert_equal({ "value" => true, "source" => "default" }, configuration["gc"])
+  end
+
+  def test_garbage_in_the_environment_fails_at_start_and_not_later
+    _stdout, stderr, status = run_ruby("-rsonde", "-e", "Sonde.start", env: { "SONDE_RATE" => "lots" })
+    refute status.success?
+    assert_match(/SONDE_RATE="lots": rate must be an Integer/, stderr)
+  end
+end
