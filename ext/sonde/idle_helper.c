@@ -12,6 +12,10 @@
 
 static void *wait_for_request_without_gvl(void *arg) {
   sonde_profiler *profiler = arg;
+  if (!profiler->idle_helper_waited) {
+    profiler->idle_helper_waited = true;
+    worker_thread_started(profiler);
+  }
   pthread_mutex_lock(&profiler->idle_lock);
   while (!profiler->idle_requested && !profiler->stop_requested) {
     pthread_cond_wait(&profiler->idle_wakeup, &profiler->idle_lock);

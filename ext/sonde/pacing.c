@@ -17,13 +17,21 @@ void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_
   pace->credit_ns = 0;
   pace->last_refill_ns = now_ns;
   pace->spent_seen_ns = 0;
+  pace->ticks = 0;
+  pace->passes = 0;
+  pace->last_cost_ns = 0;
   pace->spent_ns = 0;
   pace->delayed_ticks = 0;
 }
 
 void pacing_record_cost(pacing *pace, int64_t cost_ns) {
-  if (cost_ns > 0) __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
+  if (cost_ns < 0) cost_ns = 0;
+  __atomic_store_n(&pace->last_cost_ns, cost_ns, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&pace->passes, 1, __ATOMIC_RELAXED);
 }
+
+void pacing_on_tick(pacing *pace) { pace->ticks++; }
 
 static void settle(pacing *pace, int64_t now_ns) {
   if (now_ns > pace->last_refill_ns) {
@@ -36,11 +44,22 @@ static void settle(pacing *pace, int64_t now_ns) {
   pace->spent_seen_ns = spent;
 }
 
+// A pass asked for but not reported yet is charged at the last pass's cost.
+// Some ticks never produce a pass (the signal reached a thread that had just
+// let go of the GVL), so at most one is counted: a lost tick costs one pass
+// of credit, never a stall.
+static double in_flight_ns(const pacing *pace) {
+  uint64_t passes = __atomic_load_n(&pace->passes, __ATOMIC_RELAXED);
+  if (passes >= pace->ticks) return 0;
+  return (double)__atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED);
+}
+
 int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns) {
   settle(pace, now_ns);
-  if (pace->credit_ns >= 0) return pace->base_interval_ns;
+  double credit = pace->credit_ns - in_flight_ns(pace);
+  if (credit >= 0) return pace->base_interval_ns;
   // Wait until the debt is earned back; never less than the asked interval.
-  int64_t repay = (int64_t)(-pace->credit_ns / pace->target_share);
+  int64_t repay = (int64_t)(-credit / pace->target_share);
   __atomic_fetch_add(&pace->delayed_ticks, 1, __ATOMIC_RELAXED);
   return repay > pace->base_interval_ns ? repay : pace->base_interval_ns;
 }

@@ -22,8 +22,11 @@ typedef struct {
   double credit_ns;
   int64_t last_refill_ns;
   uint64_t spent_seen_ns;
+  uint64_t ticks;
   // Shared (atomic).
   uint64_t spent_ns;      // written by the sampler
+  uint64_t passes;        // written by the sampler
+  int64_t last_cost_ns;   // written by the sampler
   uint64_t delayed_ticks; // written by the trigger, read by stats
 } pacing;
 
@@ -33,6 +36,12 @@ void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_
 
 // The sampler reports what one pass cost. Allocation-free, lock-free.
 void pacing_record_cost(pacing *pace, int64_t cost_ns);
+
+// The trigger tells that it just asked for a pass (sent a signal, woke
+// the helper). Until that pass reports its cost, its likely cost (the last
+// pass's) is held back from the credit, so a slow pass that has not
+// finished yet cannot let a second one through.
+void pacing_on_tick(pacing *pace);
 
 // The trigger asks how long to wait before its next tick: the base interval,
 // or longer while the budget is overdrawn (counted in delayed_ticks).

@@ -84,14 +84,17 @@ typedef struct sonde_profiler {
   int64_t gc_pending_wall_ns;
   int64_t gc_pending_cpu_ns;
 
-  // Wakes the trigger thread early when stopping.
+  // Wakes the trigger thread early when stopping; also tells start that
+  // Sonde's threads are up (threads_started, under trigger_lock).
   pthread_mutex_t trigger_lock;
   pthread_cond_t trigger_wakeup;
+  int threads_started;
 
   // The idle helper waits here for a request from the trigger thread.
   pthread_mutex_t idle_lock;
   pthread_cond_t idle_wakeup;
   bool idle_requested;
+  bool idle_helper_waited; // the helper's own; set on its first wait
 } sonde_profiler;
 
 // The recorder sampling writes into now.

@@ -1,8 +1,9 @@
 // vm.h: the only window onto the Ruby VM's internals. Everything that depends
 // on how a Ruby version lays out its threads, GVL and control frames sits
-// behind these functions, in one file per backend (vm_ruby31.c for Ruby 3.1
-// and 3.2, which read Ruby's own MJIT header). The rest of the core sees
-// opaque handles and plain C values.
+// behind these functions, in one file per backend, picked by extconf.rb from
+// what the Ruby headers offer: vm_ruby31.c for Ruby 3.1 and 3.2 (which read
+// Ruby's own MJIT header), vm_public.c for Ruby 3.3 and later (public APIs
+// only). The rest of the core sees opaque handles and plain C values.
 #ifndef SONDE_VM_H
 #define SONDE_VM_H
 
@@ -71,5 +72,17 @@ void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *fir
 
 // Marks a frame_id so that the GC neither frees nor moves what it points at.
 void vm_mark_frame(uint64_t frame_id);
+
+// The sampling job, as each Ruby version wants postponed jobs asked for:
+// rb_postponed_job_register_one before 3.3, rb_postponed_job_preregister
+// then rb_postponed_job_trigger from 3.3 on.
+
+// Makes job the one postponed job. Call once, with the GVL, at init. Returns
+// false when Ruby has no room for it (every later trigger then fails).
+bool vm_postponed_job_prepare(void (*job)(void *unused));
+
+// Signal-safe: asks Ruby to run the job at the next safe point of the thread
+// that holds the GVL. Returns false when it could not be queued.
+bool vm_postponed_job_trigger_signal_safe(void);
 
 #endif

@@ -183,3 +183,17 @@ void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *fir
 }
 
 void vm_mark_frame(uint64_t frame_id) { rb_gc_mark((VALUE)frame_id); }
+
+// Before Ruby 3.3 a postponed job is registered at each trigger; Ruby made
+// rb_postponed_job_register_one for signal handlers (it only writes to a
+// preallocated table and sets an interrupt flag).
+static void (*sampling_job)(void *unused);
+
+bool vm_postponed_job_prepare(void (*job)(void *unused)) {
+  sampling_job = job;
+  return true;
+}
+
+bool vm_postponed_job_trigger_signal_safe(void) {
+  return sampling_job != NULL && rb_postponed_job_register_one(0, sampling_job, NULL) != 0;
+}

@@ -5,8 +5,9 @@
 // - the trigger thread runs without the GVL and with SIGPROF blocked; it
 //   never waits for the GVL, only sleeps on its own condition variable;
 // - on_sigprof_from_signal_handler runs inside the signal handler: it only
-//   reads memory, bumps atomics and queues the postponed job (which Ruby
-//   made for exactly this use); no locks, no allocation, no Ruby calls;
+//   reads memory, bumps atomics and triggers the postponed job (which Ruby
+//   made for exactly this use; vm.h hides how each version wants it asked
+//   for); no locks, no allocation, no Ruby calls;
 // - sample_from_postponed_job and the idle helper run with the GVL and may
 //   call Ruby, always under rb_protect: the profiler never raises into the
 //   application.
@@ -56,7 +57,13 @@ static void reset_in_forked_child(void) {
   worker_init_locks(profiler);
 }
 
-void worker_init_once(void) { pthread_atfork(NULL, NULL, reset_in_forked_child); }
+static void sample_from_postponed_job(void *unused);
+
+void worker_init_once(void) {
+  pthread_atfork(NULL, NULL, reset_in_forked_child);
+  // A failure shows in Sonde.stats as jobs_not_queued: the profile stays empty, the app runs on.
+  vm_postponed_job_prepare(sample_from_postponed_job);
+}
 
 static void wake_trigger(sonde_profiler *profiler) {
   pthread_mutex_lock(&profiler->trigger_lock);
@@ -125,7 +132,7 @@ static void on_sigprof_from_signal_handler(void) {
     STATS_ADD(profiler, wrong_thread, 1);
     return;
   }
-  if (rb_postponed_job_register_one(0, sample_from_postponed_job, NULL) == 0) {
+  if (!vm_postponed_job_trigger_signal_safe()) {
     STATS_ADD(profiler, jobs_not_queued, 1);
   }
 }
@@ -160,9 +167,17 @@ static bool sleep_until(sonde_profiler *profiler, int64_t deadline_ns) {
   return go_on;
 }
 
+void worker_thread_started(sonde_profiler *profiler) {
+  pthread_mutex_lock(&profiler->trigger_lock);
+  profiler->threads_started++;
+  pthread_cond_broadcast(&profiler->trigger_wakeup);
+  pthread_mutex_unlock(&profiler->trigger_lock);
+}
+
 static void *trigger_loop_without_gvl(void *arg) {
   sonde_profiler *profiler = arg;
   signals_block_in_current_thread();
+  worker_thread_started(profiler);
   int64_t next_tick = clocks_monotonic_ns();
   for (;;) {
     // The overhead budget may stretch the interval (see pacing.h).
@@ -172,6 +187,7 @@ static void *trigger_loop_without_gvl(void *arg) {
     if (next_tick < now) next_tick = now;
     if (!sleep_until(profiler, next_tick)) break;
     trigger_one_sample(profiler);
+    pacing_on_tick(&profiler->pace);
   }
   return NULL;
 }
@@ -230,6 +246,24 @@ static VALUE start_threads(VALUE arg) {
   return Qnil;
 }
 
+// A new Ruby thread needs the GVL once before it can let go of it: if the
+// thread that started Sonde then blocks in C code holding the GVL (a C
+// library call, a long computation), the trigger would never run. So start
+// waits, without the GVL, until both threads are up.
+#define THREAD_START_TIMEOUT_NS (2 * NANOS_PER_SECOND)
+#define SONDE_THREAD_COUNT 2
+
+static void *wait_for_threads_without_gvl(void *arg) {
+  sonde_profiler *profiler = arg;
+  struct timespec deadline = timespec_from_ns(clocks_monotonic_ns() + THREAD_START_TIMEOUT_NS);
+  pthread_mutex_lock(&profiler->trigger_lock);
+  while (profiler->threads_started < SONDE_THREAD_COUNT && !profiler->stop_requested) {
+    if (pthread_cond_timedwait(&profiler->trigger_wakeup, &profiler->trigger_lock, &deadline) == ETIMEDOUT) break;
+  }
+  pthread_mutex_unlock(&profiler->trigger_lock);
+  return NULL;
+}
+
 bool worker_start(sonde_profiler *profiler, char *error, size_t error_size) {
   active_profiler = profiler;
   if (profiler->use_signals && !signals_install_sampling_handler(on_sigprof_from_signal_handler, error, error_size)) {
@@ -248,6 +282,7 @@ bool worker_start(sonde_profiler *profiler, char *error, size_t error_size) {
              !raised && RB_TYPE_P(message, T_STRING) ? StringValueCStr(message) : "unknown error");
     return false;
   }
+  rb_thread_call_without_gvl(wait_for_threads_without_gvl, profiler, NULL, NULL);
   return true;
 }
 

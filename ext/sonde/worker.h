@@ -28,6 +28,9 @@ void worker_stop(sonde_profiler *profiler);
 // The profiler that is sampling now, or NULL. The one global of the core.
 sonde_profiler *worker_active(void);
 
+// Sonde's threads call this once they run without the GVL.
+void worker_thread_started(sonde_profiler *profiler);
+
 // One sampling pass with the GVL; catches any Ruby exception, which stops
 // sampling and is kept in profiler->failure. from_idle_helper is for stats.
 void worker_sample_with_gvl(sonde_profiler *profiler, bool from_idle_helper);
