@@ -12,7 +12,7 @@ Gem::Specification.new do |spec|
   spec.authors = ["Sonde developers"]
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
-  spec.files = Dir["lib/**/*.rb", "ext/**/*.{c,h,rb}", "exe/*", "README.md", "LICENSE", "docs/*.md"]
+  spec.files = Dir["lib/**/*.rb", "lib/sonde/assets/*", "lib/sonde/flamegraph/*.{html,js,css}", "ext/**/*.{c,h,rb}", "exe/*", "README.md", "LICENSE", "docs/*.md"]
   spec.bindir = "exe"
   spec.executables = ["sonde"]
   spec.require_paths = ["lib"]

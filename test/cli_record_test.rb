@@ -43,6 +43,15 @@ class CliRecordTest < Minitest::Test
     assert_go_pprof_reads(out)
   end
 
+  def test_format_html_also_writes_the_flame_graph_page
+    out = File.join(@dir, "page.pprof")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--format", "html", "--", RbConfig.ruby, @app)
+    assert status.success?, stderr
+    page = File.join(@dir, "page.html")
+    assert_match(/wrote .*page\.html \(flame graph page\)/, stderr)
+    assert_includes File.read(page), "Object#busy"
+  end
+
   def test_follows_an_exec_into_ruby
     out = File.join(@dir, "exec.pprof")
     launcher = File.join(@dir, "launcher.rb")
@@ -105,7 +114,7 @@ class CliRecordTest < Minitest::Test
   def test_help_documents_every_option
     stdout, _stderr, status = run_sonde("record", "--help")
     assert status.success?
-    %w[--output --rate --max-frames --no-signals --help].each { |option| assert_includes stdout, option }
+    %w[--output --rate --max-frames --format --open --no-signals --help].each { |option| assert_includes stdout, option }
     stdout, _stderr, status = run_sonde("--help")
     assert status.success?
     assert_includes stdout, "record"

@@ -37,7 +37,7 @@ class FlushTest < Minitest::Test
     assert_equal facts["stats"]["cpu_samples"], sums.sum { |s| s["cpu-samples"] }, "cpu-samples over all flushes"
     assert_equal facts["stats"]["thread_samples"], sums.sum { |s| s["wall-samples"] }, "wall-samples over all flushes"
     assert_equal 20, facts["stats"]["flushes"]
-    assert_operator sums.count { |s| s["cpu-samples"].positive? }, :>=, 18, "most periods have samples"
+    assert_operator sums.count { |s| s["cpu-samples"].positive? }, :>=, 14, "most periods have samples"
     # Periods follow each other with no gap and no overlap.
     facts["ends"][0...-1].zip(facts["starts"][1..]).each do |ended, started|
       assert_in_delta ended, started, 0.002

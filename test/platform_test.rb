@@ -53,6 +53,18 @@ class PlatformTest < Minitest::Test
 
   def test_linux_and_cruby_are_supported_here
     assert_nil Sonde::Platform.unsupported_reason
-    assert_equal :mjit_header, Sonde::Platform.backend
+    expected = RUBY_VERSION >= "3.3" ? :public_api : :mjit_header
+    assert_equal expected, Sonde::Platform.backend
+  end
+
+  # extconf.rb picks the backend by the functions the headers declare; the
+  # core it built must be the one Platform.backend names.
+  def test_the_built_backend_is_the_one_platform_names
+    makefile = File.join(ROOT, "tmp", "build", Sonde::Platform.build_suffix, "sonde", "Makefile")
+    skip "no build in tmp/build (the core came from elsewhere)" unless File.exist?(makefile)
+    built, other = Sonde::Platform.backend == :public_api ? %w[vm_public.o vm_ruby31.o] : %w[vm_ruby31.o vm_public.o]
+    objects = File.read(makefile)[/^OBJS = .*$/].split
+    assert_includes objects, built
+    refute_includes objects, other
   end
 end

@@ -164,6 +164,6 @@ class ProfilerApiTest < Minitest::Test
     stats = Sonde.stop.stats
     assert_equal 0, stats[:signals_sent]
     assert_equal false, stats[:signals]
-    assert_operator stats[:samples], :>, 20
+    assert_operator stats[:samples], :>, 5
   end
 end

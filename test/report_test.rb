@@ -188,10 +188,65 @@ class ReportTest < Minitest::Test
   def test_rejects_bad_options
     profile = ReportFixture.profile
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, by: :process) }
-    assert_match(/by: :process is not accepted \(expected one of nil, :thread\)/, error.message)
+    assert_match(/by: :process is not accepted \(expected one of nil, :thread, :state\)/, error.message)
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, sample: :gpu) }
     assert_match(/sample: :gpu .*:cpu, :wall/, error.message)
     assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, top: 0) }
+  end
+
+  def test_by_state
+    out = render(by: :state, sample: :wall)
+    assert_equal ["State sleeping", "State running"], out.lines.grep(/\AState /).map(&:chomp)
+    sleeping, running = out.split(/^State running/)
+    assert_match(/Wall time: 160 ms/, running)
+    assert_equal ["200 ms", "100.0%", "200 ms", "100.0%", "main", "app.rb:1"], row(sleeping, "main")
+  end
+
+  def test_focus_keeps_samples_through_a_matching_function
+    out = render(sample: :cpu, focus: /\Awork\z/)
+    assert_equal "CPU time: 40.0 ms in 4 samples", out.lines.first.chomp
+    assert_equal ["10.0 ms", "25.0%", "10.0 ms", "25.0%", "helper", "lib/helper.rb:5"], row(out, "helper")
+    refute_match(/recurse/, out)
+  end
+
+  def test_ignore_drops_samples_through_a_matching_function_or_file
+    out = render(sample: :cpu, ignore: %r{lib/})
+    assert_equal "CPU time: 80.0 ms in 8 samples", out.lines.first.chomp
+    refute_match(/helper/, out)
+  end
+
+  def test_lines_gives_one_row_per_line
+    out = render(sample: :cpu, lines: true)
+    assert_equal ["50.0 ms", "50.0%", "60.0 ms", "60.0%", "recurse", "app.rb:21"], row(out, "recurse")
+    main_rows = out.lines.select { |l| l.strip.split(/\s{2,}/)[4] == "main" }.map { |l| l.strip.split(/\s{2,}/).last }
+    assert_equal %w[app.rb:2 app.rb:3 app.rb:4], main_rows.sort
+  end
+
+  def test_function_callers_and_callees
+    out = render(sample: :cpu, function: "helper")
+    assert_equal "Function helper (lib/helper.rb:5)", out.lines.first.chomp
+    assert_match(/CPU time: total 20\.0 ms \(20\.0%\), self 20\.0 ms \(20\.0%\) of 100 ms/, out)
+    callers = out[/Callers.*?(?=Callees)/m]
+    assert_match(/^\s+10\.0 ms\s+10\.0%\s+work\s+app\.rb:10$/, callers)
+    assert_match(/^\s+10\.0 ms\s+10\.0%\s+recurse\s+app\.rb:20$/, callers)
+    assert_match(/Callees \(what it called\):\n  none/, out)
+  end
+
+  def test_function_recursion_counts_once_and_root_callers
+    out = render(sample: :wall, function: "recurse")
+    assert_match(/Wall time: total 110 ms \(30\.6%\), self 100 ms/, out)
+    callers = out[/Callers.*?(?=Callees)/m]
+    assert_match(/^\s+100 ms\s+27\.8%\s+main\s+app\.rb:1$/, callers)
+    assert_match(/^\s+10\.0 ms\s+2\.8%\s+\(root: no caller\)$/, callers, "helper < recurse has no main")
+    assert_match(/^\s+10\.0 ms\s+2\.8%\s+helper/, out[/Callees.*/m])
+  end
+
+  def test_function_not_found_or_ambiguous
+    error = assert_raises(Sonde::ArgumentError) { render(function: "nothing") }
+    assert_equal "function: no function named \"nothing\" in this profile", error.message
+    error = assert_raises(Sonde::ArgumentError) { render(function: "e") }
+    assert_match(/"e" matches 2 functions \(helper, recurse\); give the full name/, error.message)
+    assert_match(/Function recurse/, render(function: "recur"))
   end
 
   def test_fast_enough_for_100k_samples
@@ -266,7 +321,7 @@ class ReportCommandTest < Minitest::Test
     {
       [] => /missing FILE/,
       ["--frobnicate"] => /unknown option --frobnicate/,
-      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread\)/,
+      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread or state\)/,
       ["f", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(expected cpu or wall\)/,
       ["f", "--top", "zero"] => /--top: "zero" is not accepted \(expected a positive integer\)/,
       ["f", "--top", "0"] => /--top: "0"/,
@@ -305,6 +360,42 @@ class ReportCommandTest < Minitest::Test
       code, _, err = run_command(bad.path)
       assert_equal 1, code
       assert_one_line_error(err, /truncated gzip/)
+    end
+  end
+
+  def test_new_options
+    code, out, err = run_command(@file, "--by", "state", "--focus", "work|recurse", "--ignore", "helper", "--lines",
+                                 "--sample", "cpu")
+    assert_equal [0, ""], [code, err]
+    assert_match(/State running\nCPU time: 80\.0 ms in 8 samples/, out)
+    code, out, = run_command(@file, "--function", "work")
+    assert_equal 0, code
+    assert_match(/\AFunction work \(app\.rb:10\)/, out)
+  end
+
+  def test_bad_new_options
+    {
+      [@file, "--focus", "("] => /--focus: "\(" is not a valid regular expression/,
+      [@file, "--ignore", "[a"] => /--ignore: "\[a" is not a valid regular expression/,
+      [@file, "--function", "nothing"] => /--function: no function named "nothing" in this profile/
+    }.each do |argv, pattern|
+      code, out, err = run_command(*argv)
+      assert_equal 2, code, argv.inspect
+      assert_equal "", out
+      assert_one_line_error(err, pattern)
+    end
+  end
+
+  def test_empty_and_gzip_but_not_pprof
+    Dir.mktmpdir do |dir|
+      { "empty.pprof" => ["", /empty input/], "gz.pprof" => [Zlib.gzip("hello" * 20), /not a pprof profile/] }
+        .each do |name, (content, pattern)|
+        path = File.join(dir, name)
+        File.binwrite(path, content)
+        code, out, err = run_command(path)
+        assert_equal [1, ""], [code, out]
+        assert_one_line_error(err, /\Asonde report: #{Regexp.escape(path)}: .*#{pattern.source}/)
+      end
     end
   end
 

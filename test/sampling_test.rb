@@ -53,8 +53,12 @@ class SamplingTest < Minitest::Test
     profile = Sonde::Pprof.read(out)
     names = profile.samples.flat_map { |s| function_names(profile, s) }.uniq
     assert_includes names, "Integer#times"
-    assert_includes names, "Kernel#sleep"
-    assert_includes names, "Kernel#loop"
+    # Ruby 3.3's public frame API calls a module function reached through
+    # an include a singleton method (rb_profile_frame_singleton_method_p is
+    # true for the included module); vm_ruby31.c reads the VM and says "#".
+    separator = Sonde::Platform.backend == :public_api ? "." : "#"
+    assert_includes names, "Kernel#{separator}sleep"
+    assert_includes names, "Kernel#{separator}loop"
   end
 
   def test_main_thread_blocked_in_a_pipe_read_is_sampled_at_the_rate_asked

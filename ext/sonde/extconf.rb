@@ -30,8 +30,28 @@ have_library("dl")
 common = %w[sonde.c clocks.c signals.c worker.c idle_helper.c thread_context.c stacks.c
             recorder.c pprof.c profile_export.c profiler.c pacing.c]
 
+# The VM backend is picked by what this Ruby's headers declare, not by its
+# version: the public APIs when every function vm_public.c calls is there,
+# else the MJIT header. Sonde::Platform.backend says the same from the
+# version at run time; a Ruby where the two disagree stops here, loudly,
+# rather than build a core the runtime would describe wrongly.
+def first_missing_public_function
+  Sonde::Platform::PUBLIC_API_FUNCTIONS.each { |name, header| return [name, header] unless have_func(name, header) }
+  nil
+end
+
+missing_name, missing_header = first_missing_public_function
+backend = missing_name ? :mjit_header : :public_api
+unless backend == Sonde::Platform.backend
+  abort "sonde: the headers of Ruby #{RUBY_VERSION} call for the #{backend} backend, but Sonde::Platform.backend " \
+        "expects #{Sonde::Platform.backend.inspect}" +
+        (missing_name ? " (#{missing_name} is not declared in #{missing_header}; are Ruby's development headers installed?)" : "")
+end
+
 vm_sources =
-  case Sonde::Platform.backend
+  case backend
+  when :public_api
+    %w[vm_public.c]
   when :mjit_header
     header = File.join(RbConfig::CONFIG["rubyarchhdrdir"], "rb_mjit_min_header-#{RUBY_VERSION}.h")
     abort "sonde: #{header} is missing; install Ruby's development headers (ruby-dev)" unless File.exist?(header)

@@ -74,6 +74,7 @@ typedef struct sonde_profiler {
   VALUE idle_thread;
   VALUE failure; // the exception that stopped sampling, or Qnil
   bool fail_next_sample; // test hook
+  bool pass_in_progress; // a pass that calls into Ruby must not be re-entered
   sonde_stats stats;
 
   // GC accounting. The tracepoint (during GC: no allocation, no Ruby calls)

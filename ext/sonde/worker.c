@@ -107,11 +107,20 @@ static void record_sampling_time(sonde_profiler *profiler, int64_t elapsed) {
   if (elapsed > stats->sampling_ns_max) stats->sampling_ns_max = elapsed;
 }
 
+// A pass calls into Ruby (listing and naming threads), and Ruby runs pending
+// interrupts on the way back from such calls: this very postponed job, or a
+// switch to another thread whose job or the idle helper then samples. A
+// pass started inside another would refill the thread list the outer pass
+// is walking. The pass in progress covers that tick, so the second one
+// returns at once. (profiler->pass_in_progress: only with the GVL.)
+
 void worker_sample_with_gvl(sonde_profiler *profiler, bool from_idle_helper) {
-  if (profiler->stop_requested) return;
+  if (profiler->stop_requested || profiler->pass_in_progress) return;
+  profiler->pass_in_progress = true;
   int64_t started = clocks_monotonic_ns();
   int raised = 0;
   rb_protect(sample_all_protected, (VALUE)profiler, &raised);
+  profiler->pass_in_progress = false;
   if (raised) stop_after_failure(profiler);
   int64_t cost = clocks_monotonic_ns() - started;
   record_sampling_time(profiler, cost);

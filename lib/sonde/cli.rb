@@ -11,6 +11,8 @@ module Sonde
     COMMANDS = {
       "record" => ["cli/record_command", :RecordCommand, "run a command and profile its Ruby process"],
       "report" => ["cli/report_command", :ReportCommand, "print the top functions of a profile, by CPU and wall time"],
+      "flamegraph" => ["cli/flamegraph_command", :FlamegraphCommand, "write an interactive flame graph page (HTML)"],
+      "convert" => ["cli/convert_command", :ConvertCommand, "convert a profile to collapsed stacks or speedscope"],
     }.freeze
 
     USAGE_ERROR = 2
@@ -39,7 +41,7 @@ module Sonde
 
     def help
       lines = ["Usage: sonde COMMAND [OPTIONS]", "", "Sampling CPU and wall-time profiler for Ruby.", "", "Commands:"]
-      COMMANDS.each { |name, (_, _, summary)| lines << format("  %-8s %s", name, summary) }
+      COMMANDS.each { |name, (_, _, summary)| lines << format("  %-10s %s", name, summary) }
       lines << "" << "Run `sonde COMMAND --help` for a command's options."
       lines.join("\n")
     end

@@ -10,17 +10,36 @@ module Sonde
     module_function
 
     # Backends the native core has, by the VM access they use.
-    #   :mjit_header  Ruby 3.1 and 3.2: VM structs from rb_mjit_min_header-<version>.h
+    #   :mjit_header  Ruby 3.1 and 3.2: VM structs from rb_mjit_min_header-<version>.h (vm_ruby31.c)
+    #   :public_api   Ruby 3.3 and later: public APIs only (vm_public.c)
+    # extconf.rb picks the backend by what this Ruby's headers declare
+    # (have_func on PUBLIC_API_FUNCTIONS, else the MJIT header). At run time
+    # there are no headers to ask, so this says the same from the version:
+    # Ruby 3.3 is the release that added those functions and removed the MJIT
+    # header. extconf.rb checks that the two agree and stops the build if not.
     def backend
       return nil unless RUBY_ENGINE == "ruby"
 
       version = Gem::Version.new(RUBY_VERSION)
-      return :mjit_header if version >= Gem::Version.new("3.1") && version < Gem::Version.new("3.3")
+      return :public_api if version >= Gem::Version.new("3.3")
+      return :mjit_header if version >= Gem::Version.new("3.1")
 
       nil
     end
 
+    # What vm_public.c calls, and the header that declares each.
+    PUBLIC_API_FUNCTIONS = {
+      "rb_profile_thread_frames" => "ruby/debug.h",
+      "rb_postponed_job_preregister" => "ruby/debug.h",
+      "rb_postponed_job_trigger" => "ruby/debug.h",
+      "rb_internal_thread_add_event_hook" => "ruby/thread.h",
+      "rb_internal_thread_specific_key_create" => "ruby/thread.h",
+      "rb_internal_thread_specific_get" => "ruby/thread.h",
+    }.freeze
+
     # nil when this Ruby and platform are supported, else a sentence saying why not.
+    # (M:N threads on Ruby 3.3+, RUBY_MN_THREADS=1, are refused when the core
+    # loads, as a Sonde::UnsupportedError: see vm_public.c.)
     def unsupported_reason
       unless RUBY_ENGINE == "ruby"
         return "Sonde profiles CRuby (MRI) only; this is #{RUBY_ENGINE} #{RUBY_ENGINE_VERSION}"
@@ -30,7 +49,7 @@ module Sonde
       end
       return nil if backend
 
-      "Sonde supports Ruby 3.1 and 3.2; this is Ruby #{RUBY_VERSION}"
+      "Sonde supports Ruby 3.1 and later; this is Ruby #{RUBY_VERSION}"
     end
 
     # "3_1_2_x86_64_linux_gnu": carried by the built files' names so that a

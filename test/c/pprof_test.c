@@ -570,7 +570,7 @@ static pprof_builder *build_profile_with_samples(int count) {
   int64_t file = pprof_cstring(builder, "/app/loop.rb");
   uint64_t stack[3];
   for (int i = 0; i < 3; i++) {
-    char name[16];
+    char name[32]; // room for any int: gcc 14 checks it under -Werror
     snprintf(name, sizeof(name), "level%d", i);
     stack[i] = pprof_add_location(builder, pprof_add_function(builder, pprof_cstring(builder, name), file, i + 1),
                                   10 + i);

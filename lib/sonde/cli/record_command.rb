@@ -4,6 +4,7 @@ require "optparse"
 require_relative "../options"
 require_relative "../profile"
 require_relative "../record"
+require_relative "../flamegraph"
 
 module Sonde
   module CLI
@@ -58,6 +59,12 @@ module Sonde
           opts.on("--max-frames N", Integer, "deepest stack kept, #{Options::MAX_FRAMES_RANGE.min}-" \
                                              "#{Options::MAX_FRAMES_RANGE.max} (default: " \
                                              "#{Options::DEFAULTS[:max_frames]})") { |v| @options[:max_frames] = v }
+          opts.on("--format FORMAT", %w[pprof html], "pprof (default), or html: also write the flame graph " \
+                                                      "page (FILE with .html)") { |v| @format = v }
+          opts.on("--open", "write the flame graph page and open it in a browser") do
+            @format = "html"
+            @open = true
+          end
           opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see README)") do
             @options[:signals] = false
           end
@@ -120,11 +127,23 @@ module Sonde
           per_process.clear
         end
         if fresh?(output, started)
-          @err.puts("sonde: wrote #{@output} (see it with: sonde report #{@output})")
+          @err.puts("sonde: wrote #{@output} (see it with: sonde report #{@output}, or sonde flamegraph #{@output})")
+          write_page(output) if @format == "html"
         else
           @err.puts("sonde: no profile was written to #{@output}: the command ran no Ruby process that Sonde could profile")
         end
         per_process.each { |path| @err.puts("sonde: wrote #{path} (another Ruby process)") }
+      end
+
+      def write_page(output)
+        html = Flamegraph.default_output(@output)
+        Flamegraph.write_html(output, html)
+        @err.puts("sonde: wrote #{html} (flame graph page)")
+        return unless @open
+
+        Flamegraph.open_in_browser(html) or @err.puts("sonde record: no browser found to open #{html}; open it yourself")
+      rescue Sonde::Pprof::DecodeError, SystemCallError => e
+        @err.puts("sonde record: cannot write the flame graph page #{html}: #{e.message}")
       end
 
       def fresh?(path, started)

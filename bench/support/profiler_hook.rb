@@ -1,0 +1,151 @@
+# frozen_string_literal: true
+
+# Starts the chosen profiler inside a workload's process and, at exit, stops
+# it and writes what it measured as one JSON line: how long stopping took
+# (for Sonde that is encoding the pprof), the memory it needed, the samples
+# it delivered per thread and Sonde's own stats. Loaded with
+# `ruby -r bench/support/profiler_hook.rb WORKLOAD`, before the workload, so
+# the workload's own timing covers only its work, profiled.
+#
+#   SONDE_BENCH_PROFILER  none | sonde | stackprof-cpu | stackprof-wall
+#   SONDE_BENCH_RATE      samples per second (Hz)
+#   SONDE_BENCH_OUT       file to append the JSON line to
+#   SONDE_BENCH_PPROF     optional: where to write Sonde's profile
+require "json"
+
+module SondeBench
+  # Everything this hook does, kept out of the workload's namespace.
+  module ProfilerHook
+    PROFILERS = %w[none sonde stackprof-cpu stackprof-wall].freeze
+    MICROSECONDS_PER_SECOND = 1_000_000
+    # Writing this to /proc/self/clear_refs resets the peak RSS (VmHWM) to
+    # the current RSS, so the peak seen afterwards is the stop's own.
+    RESET_PEAK_RSS = "5"
+
+    class << self
+      def start
+        @profiler = ENV.fetch("SONDE_BENCH_PROFILER", "none")
+        raise ArgumentError, "SONDE_BENCH_PROFILER=#{@profiler}: expected one of #{PROFILERS.join(", ")}" unless
+          PROFILERS.include?(@profiler)
+
+        @rate = Integer(ENV.fetch("SONDE_BENCH_RATE", "100"))
+        @started = now
+        send("start_#{@profiler.tr("-", "_")}")
+        at_exit { finish }
+      end
+
+      private
+
+      def start_none; end
+
+      def start_sonde
+        require "sonde"
+        Sonde.start(rate: @rate)
+      end
+
+      def start_stackprof_cpu
+        start_stackprof(:cpu)
+      end
+
+      def start_stackprof_wall
+        start_stackprof(:wall)
+      end
+
+      def start_stackprof(mode)
+        require "stackprof"
+        StackProf.start(mode: mode, interval: MICROSECONDS_PER_SECOND / @rate, raw: true)
+      end
+
+      def finish
+        result = { profiler: @profiler, rate_hz: @rate, rss_kb: status_kb("VmRSS") }
+        reset_peak_rss
+        stop_started = now
+        result[:profiled_s] = stop_started - @started
+        stopped = send("stop_#{@profiler.tr("-", "_")}")
+        result[:stop_s] = now - stop_started
+        result[:stop_peak_extra_kb] = status_kb("VmHWM") - result[:rss_kb] if @peak_resettable
+        result.merge!(stopped || {})
+        write(result)
+      end
+
+      def stop_none; end
+
+      def stop_sonde
+        profile = Sonde.stop
+        path = ENV["SONDE_BENCH_PPROF"]
+        profile.write(path) if path && !path.empty?
+        { pprof_bytes: profile.pprof.bytesize, profile_duration_s: profile.duration,
+          stats: profile.stats, thread_samples: samples_by_thread(profile) }
+      end
+
+      def stop_stackprof_cpu
+        stop_stackprof
+      end
+
+      def stop_stackprof_wall
+        stop_stackprof
+      end
+
+      # StackProf records no thread: its samples are counted as one.
+      def stop_stackprof
+        StackProf.stop
+        results = StackProf.results
+        { profile_duration_s: now - @started, samples: results[:samples], missed_samples: results[:missed_samples],
+          raw_samples: raw_sample_count(results[:raw]) }
+      end
+
+      # StackProf's raw list is [frame count, frames..., repeat count]*.
+      def raw_sample_count(raw)
+        return 0 unless raw
+
+        count = 0
+        index = 0
+        while index < raw.size
+          frames = raw[index]
+          count += raw[index + frames + 1]
+          index += frames + 2
+        end
+        count
+      end
+
+      # "wall-samples" per thread, from the pprof itself: what a user sees.
+      def samples_by_thread(profile)
+        decoded = profile.decode
+        column = decoded.value_index("wall-samples")
+        counts = Hash.new(0)
+        decoded.samples.each do |sample|
+          thread = sample.labels.fetch("thread id", nil) || sample.labels.fetch("thread name", "?")
+          counts[thread.to_s] += sample.values[column]
+        end
+        counts.values.sort
+      end
+
+      def reset_peak_rss
+        File.write("/proc/self/clear_refs", RESET_PEAK_RSS)
+        @peak_resettable = true
+      rescue SystemCallError
+        @peak_resettable = false
+      end
+
+      def status_kb(field)
+        File.read("/proc/self/status")[/^#{field}:\s+(\d+)/, 1].to_i
+      end
+
+      def write(result)
+        line = JSON.generate(result)
+        path = ENV["SONDE_BENCH_OUT"]
+        if path && !path.empty?
+          File.write(path, "#{line}\n", mode: "a")
+        else
+          warn "sonde-bench-hook: #{line}"
+        end
+      end
+
+      def now
+        Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      end
+    end
+  end
+end
+
+SondeBench::ProfilerHook.start

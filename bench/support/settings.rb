@@ -1,0 +1,44 @@
+# frozen_string_literal: true
+
+# How big the benchmark is. The full run (`rake bench`, about 15 minutes
+# here) and the smoke run (`rake bench:smoke`, about 10 s, numbers
+# meaningless, only checks that everything still runs) differ only in these;
+# each can be overridden with an environment variable.
+module SondeBench
+  Settings = Struct.new(:smoke, :pairs, :scale, :cost_seconds, :cost_repeats, :long_seconds, :self_profile,
+                        :self_profile_scale, :baselines_per_round, :seed, :results, :command, keyword_init: true) do
+    def describe
+      "#{pairs} pairs per overhead cell (SONDE_BENCH_PAIRS), work scale #{scale} (SONDE_BENCH_WORK_SCALE), " \
+        "sample cost #{cost_repeats} x #{cost_seconds} s per shape (SONDE_BENCH_COST_REPEATS, " \
+        "SONDE_BENCH_COST_SECONDS), long runs #{long_seconds} s (SONDE_BENCH_LONG_SECONDS), " \
+        "shuffle seed #{seed} (SONDE_BENCH_SEED)"
+    end
+  end
+
+  # Unprofiled runs per round of six profiled ones: 2 pairs each profiled run
+  # with a baseline at most three runs away; the smoke run saves time with 1.
+  FULL = { baselines_per_round: 2, pairs: 10, scale: 1.0, cost_seconds: 2.0, cost_repeats: 3, long_seconds: 60, self_profile: true,
+           self_profile_scale: 1.0, results: File.expand_path("../RESULTS.md", __dir__) }.freeze
+  SMOKE = { baselines_per_round: 1, pairs: 1, scale: 0.03, cost_seconds: 0.1, cost_repeats: 1, long_seconds: 0.5, self_profile: true,
+            self_profile_scale: 0.05, results: File.expand_path("../../tmp/bench/RESULTS.smoke.md", __dir__) }.freeze
+  DEFAULT_SEED = 1
+
+  def self.settings(smoke:)
+    base = smoke ? SMOKE : FULL
+    env = ENV
+    Settings.new(
+      smoke: smoke,
+      pairs: Integer(env.fetch("SONDE_BENCH_PAIRS", base[:pairs])),
+      scale: Float(env.fetch("SONDE_BENCH_WORK_SCALE", base[:scale])),
+      cost_seconds: Float(env.fetch("SONDE_BENCH_COST_SECONDS", base[:cost_seconds])),
+      cost_repeats: Integer(env.fetch("SONDE_BENCH_COST_REPEATS", base[:cost_repeats])),
+      long_seconds: Float(env.fetch("SONDE_BENCH_LONG_SECONDS", base[:long_seconds])),
+      self_profile: env.fetch("SONDE_BENCH_SELF_PROFILE", base[:self_profile] ? "1" : "0") == "1",
+      self_profile_scale: base[:self_profile_scale],
+      baselines_per_round: base[:baselines_per_round],
+      seed: Integer(env.fetch("SONDE_BENCH_SEED", DEFAULT_SEED)),
+      results: env.fetch("SONDE_BENCH_RESULTS", base[:results]),
+      command: smoke ? "rake bench:smoke" : "rake bench"
+    )
+  end
+end

@@ -1,0 +1,347 @@
+// vm_public.c: VM access for Ruby 3.3 and later, through public APIs only:
+// rb_profile_thread_frames for any thread's frames, the GVL instrumentation
+// hooks (rb_internal_thread_add_event_hook) for who holds the GVL and what
+// each thread is doing, thread-specific storage to keep what the hooks learn,
+// and Thread.list for the threads of the main Ractor.
+//
+// Constraints, by context:
+// - The hooks: READY, SUSPENDED and EXITED run WITHOUT the GVL, RESUMED
+//   with it, all of them inside Ruby's scheduler lock, and only RESUMED is
+//   sure to run on the thread the event is about (Ruby's 1:1 threads, the
+//   default; M:N threads are refused at init, see refuse_mn_threads). They
+//   only read and write this file's per-thread records with atomics and
+//   allocate or free a record (malloc, never Ruby). They never call Ruby.
+// - Functions marked signal-safe only read atomics and call pthread_self.
+// - Everything else runs with the GVL (a sampling pass), which is what keeps
+//   other threads' frames still and stops threads from dying while we read.
+//
+// What a thread record knows, and since when: its pthread and tid are those
+// of the native thread that took the GVL for it first after Sonde loaded.
+// A thread that existed before and has not touched the GVL since (asleep
+// since before Sonde.start, say) has no record yet and is not sampled until
+// it does: its pthread, which the CPU clock needs, cannot be learned from
+// another thread through a public API.
+#include <ruby.h>
+#include <ruby/debug.h>
+#include <ruby/st.h>
+#include <ruby/thread.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "vm.h"
+
+// The GVL owner is kept as one word so that hooks, the trigger thread and
+// the signal handler can read and write it atomically. 0 means "nobody":
+// glibc's pthread_t is the address of the thread's descriptor, never 0.
+_Static_assert(sizeof(pthread_t) == sizeof(uintptr_t), "pthread_t must fit an atomic word");
+#define NO_GVL_OWNER ((uintptr_t)0)
+
+static uintptr_t gvl_owner = NO_GVL_OWNER;
+
+// The last GVL event a thread reported.
+typedef enum {
+  GVL_EVENT_READY,     // asked for the GVL: waiting for it
+  GVL_EVENT_RESUMED,   // holds it
+  GVL_EVENT_SUSPENDED, // let go of it: blocked, sleeping, or about to be READY again
+} gvl_event;
+
+typedef struct {
+  pthread_t pthread;
+  pid_t tid;
+  pid_t pid; // the process the record was made in: after fork only the forking thread's is true
+  int last_event; // a gvl_event; written by the thread's own hooks, read by sampling passes
+} thread_record;
+
+// Thread-specific storage for thread_record pointers; created at init.
+static rb_internal_thread_specific_key_t record_key;
+
+static thread_record *new_record_for_current_thread(void) {
+  thread_record *record = malloc(sizeof(*record));
+  if (record == NULL) return NULL;
+  record->pthread = pthread_self();
+  record->tid = (pid_t)syscall(SYS_gettid); // gettid() itself needs glibc 2.30
+  record->pid = getpid();
+  record->last_event = GVL_EVENT_RESUMED;
+  return record;
+}
+
+static void set_gvl_owner_to_current_thread(void) {
+  __atomic_store_n(&gvl_owner, (uintptr_t)pthread_self(), __ATOMIC_RELEASE);
+}
+
+// A thread that lets go of the GVL clears the owner only if the owner is
+// still that thread: whatever the order in which Ruby runs two threads'
+// hooks, the owner is never cleared from under the thread that took the GVL
+// next. Compared with the record's pthread, not pthread_self(), so it holds
+// whichever native thread runs the hook.
+static void clear_gvl_owner_if(const thread_record *record) {
+  uintptr_t leaving = (uintptr_t)record->pthread;
+  __atomic_compare_exchange_n(&gvl_owner, &leaving, NO_GVL_OWNER, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+// The one hook; see the top of the file for what it may do. Only RESUMED is
+// sure to run on the thread it is about (the thread takes the GVL itself;
+// Ruby 3.3 runs a new thread's READY on the thread that created it), so a
+// thread's record is made at its first RESUMED, where pthread_self() and
+// the tid are its own. Events before that have no record to update.
+static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal_thread_event_data_t *event_data,
+                                        void *unused) {
+  VALUE thread = event_data->thread;
+  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+
+  if (event & RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
+    if (record == NULL) {
+      record = new_record_for_current_thread();
+      if (record == NULL) return; // out of memory: this thread is not sampled
+      rb_internal_thread_specific_set(thread, record_key, record);
+    }
+    set_gvl_owner_to_current_thread();
+    __atomic_store_n(&record->last_event, GVL_EVENT_RESUMED, __ATOMIC_RELAXED);
+    return;
+  }
+  if (record == NULL) return;
+  if (event & RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
+    __atomic_store_n(&record->last_event, GVL_EVENT_SUSPENDED, __ATOMIC_RELAXED);
+    clear_gvl_owner_if(record);
+  } else if (event & RUBY_INTERNAL_THREAD_EVENT_READY) {
+    __atomic_store_n(&record->last_event, GVL_EVENT_READY, __ATOMIC_RELAXED);
+  } else if (event & RUBY_INTERNAL_THREAD_EVENT_EXITED) {
+    rb_internal_thread_specific_set(thread, record_key, NULL);
+    free(record);
+  }
+}
+
+bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
+  uintptr_t current = __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE);
+  if (current == NO_GVL_OWNER) return false;
+  *owner = (pthread_t)current;
+  return true;
+}
+
+bool vm_current_thread_holds_gvl_signal_safe(void) {
+  return __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE) == (uintptr_t)pthread_self();
+}
+
+// Classes whose C methods put a thread to sleep (sleep, join, Queue#pop,
+// Mutex#lock, ConditionVariable#wait through Mutex#sleep): a thread that let
+// go of the GVL in one of them is "sleeping", in anything else "blocked".
+// The same four as vm_ruby31.c, compared by class path because the public
+// frame API names a method's class but does not hand it out.
+static const char *const SLEEPING_OWNERS[] = {"Kernel", "Thread", "Thread::Mutex", "Thread::Queue"};
+#define SLEEPING_OWNER_COUNT (sizeof(SLEEPING_OWNERS) / sizeof(SLEEPING_OWNERS[0]))
+
+// Leaf method entry -> whether it is a sleep. Naming a method's class
+// allocates a string, so each C method is judged once; the table keeps only
+// a handful of entries (the C methods threads are found blocked in). Keys
+// are not marked: should a method entry die and its address serve another,
+// the worst outcome is one thread labelled sleeping instead of blocked.
+static st_table *sleep_verdicts;
+
+static bool is_c_method_frame(VALUE frame) { return NIL_P(rb_profile_frame_path(frame)); }
+
+static bool judge_sleep(VALUE frame) {
+  VALUE owner = rb_profile_frame_classpath(frame);
+  if (!RB_TYPE_P(owner, T_STRING)) return false;
+  for (size_t i = 0; i < SLEEPING_OWNER_COUNT; i++) {
+    if ((size_t)RSTRING_LEN(owner) == strlen(SLEEPING_OWNERS[i]) &&
+        memcmp(RSTRING_PTR(owner), SLEEPING_OWNERS[i], (size_t)RSTRING_LEN(owner)) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static bool leaf_is_a_sleep(VALUE thread) {
+  VALUE leaf;
+  int line;
+  if (rb_profile_thread_frames(thread, 0, 1, &leaf, &line) < 1 || !is_c_method_frame(leaf)) return false;
+  st_data_t verdict;
+  if (st_lookup(sleep_verdicts, (st_data_t)leaf, &verdict)) return verdict != 0;
+  bool is_sleep = judge_sleep(leaf);
+  st_insert(sleep_verdicts, (st_data_t)leaf, is_sleep);
+  return is_sleep;
+}
+
+// The pass runs on the thread holding the GVL; for the others, their last
+// GVL event says whether they queue for it or wait for something else.
+// A thread SUSPENDED by the timer (its time slice is over) is READY right
+// after, so SUSPENDED as last event means it waits outside the GVL.
+static vm_thread_state state_of(VALUE thread, const thread_record *record) {
+  if (thread == rb_thread_current()) return VM_THREAD_RUNNING;
+  switch (__atomic_load_n(&record->last_event, __ATOMIC_RELAXED)) {
+    case GVL_EVENT_SUSPENDED:
+      return leaf_is_a_sleep(thread) ? VM_THREAD_SLEEPING : VM_THREAD_BLOCKED;
+    default:
+      return VM_THREAD_WAITING_FOR_GVL;
+  }
+}
+
+// The thread running a pass always has a true record: it holds the GVL, so
+// it reported RESUMED since Sonde loaded, or it is the thread that loaded
+// Sonde, or it is the thread that forked (its record holds the parent's tid).
+static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
+  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+  if (record != NULL && record->pid == pid) return record;
+  thread_record *fresh = new_record_for_current_thread();
+  if (fresh == NULL) return NULL;
+  rb_internal_thread_specific_set(thread, record_key, fresh);
+  free(record);
+  set_gvl_owner_to_current_thread();
+  return fresh;
+}
+
+static ID id_list, id_name;
+
+// Thread.list allocates one Array per pass. Accepted: it is the main
+// Ractor's exact list of living threads (a registry kept by hooks could not
+// tell Ractors apart, nor see threads born before Sonde loaded, nor forget
+// threads lost in a fork), and one small array per pass is little next to
+// the frames and clocks read for every thread.
+void vm_each_thread(vm_thread_visitor visit, void *data) {
+  VALUE threads = rb_funcall(rb_cThread, id_list, 0);
+  VALUE current = rb_thread_current(), main_thread = rb_thread_main();
+  pid_t pid = getpid();
+
+  for (long i = 0; i < RARRAY_LEN(threads); i++) {
+    VALUE thread = RARRAY_AREF(threads, i);
+    thread_record *record = thread == current ? record_of_current_thread(thread, pid)
+                                              : rb_internal_thread_specific_get(thread, record_key);
+    if (record == NULL || record->pid != pid) continue; // not seen since Sonde loaded; see the top of the file
+    vm_thread_info info = {
+        .handle = (const void *)thread,
+        .thread = thread,
+        .pthread = record->pthread,
+        .native_tid = record->tid,
+        .state = state_of(thread, record),
+        .is_main = thread == main_thread,
+        .name = rb_funcall(thread, id_name, 0),
+    };
+    visit(&info, data);
+  }
+  RB_GC_GUARD(threads);
+}
+
+// rb_profile_thread_frames fills VALUEs and ints; the recorder wants its
+// own frames. These buffers are reused between passes (GVL only).
+static VALUE *frame_values;
+static int *frame_lines;
+static uint32_t frame_capacity;
+
+static bool ensure_frame_capacity(uint32_t wanted) {
+  if (wanted <= frame_capacity) return true;
+  VALUE *values = realloc(frame_values, wanted * sizeof(VALUE));
+  if (values == NULL) return false;
+  frame_values = values;
+  int *lines = realloc(frame_lines, wanted * sizeof(int));
+  if (lines == NULL) return false;
+  frame_lines = lines;
+  frame_capacity = wanted;
+  return true;
+}
+
+// Frames below the kept ones are counted in chunks of this many: each call
+// walks the stack from the top again, so big chunks keep the count linear
+// in practice. Only truncated stacks pay for it.
+#define DEPTH_COUNT_CHUNK 1024
+
+static uint32_t count_frames_from(VALUE thread, uint32_t start) {
+  static VALUE scratch_values[DEPTH_COUNT_CHUNK];
+  static int scratch_lines[DEPTH_COUNT_CHUNK];
+  uint32_t depth = start;
+  for (;;) {
+    int got = rb_profile_thread_frames(thread, (int)depth, DEPTH_COUNT_CHUNK, scratch_values, scratch_lines);
+    if (got <= 0) return depth;
+    depth += (uint32_t)got;
+    if (got < DEPTH_COUNT_CHUNK) return depth;
+  }
+}
+
+// Block frames: rb_profile_thread_frames reports a block inside a method
+// with the method's entry, so such a block is named like its method
+// ("Object#burn", at the block's line), not "block in burn" as on 3.1.
+uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
+                          uint32_t *total_depth) {
+  VALUE thread = (VALUE)handle;
+  *total_depth = 0;
+  if (max_frames == 0 || !ensure_frame_capacity(max_frames)) return 0;
+  int got = rb_profile_thread_frames(thread, 0, (int)max_frames, frame_values, frame_lines);
+  if (got <= 0) return 0;
+  uint32_t kept = (uint32_t)got;
+  for (uint32_t i = 0; i < kept; i++) {
+    frames[i] = (recorder_frame){.frame_id = frame_values[i], .line = frame_lines[i]};
+  }
+  *total_depth = kept == max_frames ? count_frames_from(thread, kept) : kept;
+  return kept;
+}
+
+// The handle is the Thread object, as in vm_each_thread. rb_thread_current
+// only reads the running thread's execution context: no allocation, so it
+// is safe during GC.
+const void *vm_current_thread_handle(void) { return (const void *)rb_thread_current(); }
+
+// No public API hands out the block a thread was started with; unnamed
+// threads are then named by their thread id (thread_context.c's fallback).
+VALUE vm_thread_start_proc(const void *handle) { return Qnil; }
+
+// On 3.3 the public frame API names C methods too ("Integer#times"): their
+// path is nil and their first line unknown.
+void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
+  VALUE frame = (VALUE)frame_id;
+  *name = rb_profile_frame_full_label(frame);
+  *path = rb_profile_frame_path(frame);
+  VALUE line = rb_profile_frame_first_lineno(frame);
+  *first_line = FIXNUM_P(line) ? FIX2LONG(line) : 0;
+}
+
+void vm_mark_frame(uint64_t frame_id) { rb_gc_mark((VALUE)frame_id); }
+
+static rb_postponed_job_handle_t sampling_job = POSTPONED_JOB_HANDLE_INVALID;
+
+bool vm_postponed_job_prepare(void (*job)(void *unused)) {
+  sampling_job = rb_postponed_job_preregister(0, job, NULL);
+  return sampling_job != POSTPONED_JOB_HANDLE_INVALID;
+}
+
+// rb_postponed_job_trigger is async-signal-safe and coalesces repeated
+// triggers into one run; it cannot fail once the job is preregistered.
+bool vm_postponed_job_trigger_signal_safe(void) {
+  if (sampling_job == POSTPONED_JOB_HANDLE_INVALID) return false;
+  rb_postponed_job_trigger(sampling_job);
+  return true;
+}
+
+// RUBY_MN_THREADS=1 (Ruby reads it once at boot: any positive number) runs
+// the main Ractor's threads M:N, several Ruby threads taking turns on one
+// native thread. Then a pthread, its CPU clock and its tid no longer belong
+// to one Ruby thread, and the hooks may run on another native thread than
+// their thread's: Sonde refuses rather than mislabel every sample.
+#define MN_THREADS_VARIABLE "RUBY_MN_THREADS"
+
+static void refuse_mn_threads(void) {
+  const char *setting = getenv(MN_THREADS_VARIABLE);
+  if (setting == NULL || atoi(setting) <= 0) return;
+  rb_raise(rb_path2class("Sonde::UnsupportedError"),
+           "Sonde cannot profile Ruby's M:N threads (" MN_THREADS_VARIABLE "=%s): CPU time and thread ids "
+           "are per native thread, which several Ruby threads share; run without " MN_THREADS_VARIABLE,
+           setting);
+}
+
+// With the GVL, on whichever thread loads Sonde: that thread holds the GVL
+// now, so it is the owner until its next SUSPENDED. Raises
+// Sonde::UnsupportedError, before changing anything, under M:N threads.
+void vm_init(void) {
+  refuse_mn_threads();
+  id_list = rb_intern("list");
+  id_name = rb_intern("name");
+  sleep_verdicts = st_init_numtable();
+  record_key = rb_internal_thread_specific_key_create(); // raises ThreadError when Ruby has no key left
+  rb_internal_thread_add_event_hook(on_thread_event_without_gvl,
+                                    RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED |
+                                        RUBY_INTERNAL_THREAD_EVENT_SUSPENDED | RUBY_INTERNAL_THREAD_EVENT_EXITED,
+                                    NULL);
+  record_of_current_thread(rb_thread_current(), getpid());
+}

@@ -1,0 +1,126 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "sonde/errors"
+require "sonde/convert"
+require "sonde/cli/profile_input"
+
+module Sonde
+  module CLI
+    # `sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE]
+    # [--no-thread-names]`: a pprof profile in another tool's format, to OUT
+    # or to standard output. Errors are one line on err, never a backtrace:
+    # 2 for usage, 1 for a bad file.
+    class ConvertCommand
+      EXIT_OK = 0
+      EXIT_FILE_ERROR = 1
+      EXIT_USAGE_ERROR = 2
+      PREFIX = "sonde convert: "
+      USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names]"
+      FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope }.freeze
+      STDOUT_NAME = "-"
+      EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
+
+      class UsageError < StandardError; end
+
+      def self.run(argv, out: $stdout, err: $stderr)
+        new(out: out, err: err).run(argv)
+      end
+
+      def initialize(out:, err:)
+        @out = out
+        @err = err
+        @to = nil
+        @output = STDOUT_NAME
+        @sample = nil
+        @thread_names = true
+        @help = false
+      end
+
+      def run(argv)
+        file = parse(argv.dup)
+        return print_help if @help
+
+        convert(file)
+      rescue UsageError => e
+        fail_with(EXIT_USAGE_ERROR, "#{e.message} (usage: #{USAGE})")
+      rescue Errno::EPIPE
+        EXIT_OK # the reader went away (sonde convert x --to collapsed | head)
+      end
+
+      private
+
+      def parse(argv)
+        rest = parser.parse(argv)
+        return nil if @help
+        raise UsageError, "missing FILE" if rest.empty?
+        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
+        raise UsageError, "missing --to (collapsed or speedscope)" unless @to
+
+        rest.first
+      rescue OptionParser::InvalidOption => e
+        raise UsageError, "unknown option #{e.args.first}"
+      rescue OptionParser::MissingArgument => e
+        raise UsageError, "#{e.args.first} needs a value"
+      rescue OptionParser::ParseError => e
+        raise UsageError, e.message
+      end
+
+      def parser
+        OptionParser.new do |opts|
+          opts.banner = "Usage: #{USAGE}\n\nConverts a pprof profile for other tools.\n\n"
+          opts.on("--to FORMAT", "collapsed: flamegraph.pl's folded stacks, one line per stack and thread;",
+                  "speedscope: speedscope's JSON, one profile per thread and sample type") do |value|
+            @to = FORMATS.fetch(value) do
+              raise UsageError, "--to: #{value.inspect} is not accepted (expected #{FORMATS.keys.join(" or ")})"
+            end
+          end
+          opts.on("-o", "--output FILE", "Where to write (default: standard output)") { |value| @output = value }
+          opts.on("--sample TYPE", "Sample type: cpu, wall or any type in the profile (default: cpu-time for",
+                  "collapsed; cpu-time and wall-time profiles for speedscope)") { |value| @sample = value }
+          opts.on("--[no-]thread-names", "collapsed: start each line with the thread's name (default: yes)") do |value|
+            @thread_names = value
+          end
+          opts.on("-h", "--help", "Show this help") { @help = true }
+          EXITING_BUILTINS.each { |name| opts.base.long.delete(name) }
+        end
+      end
+
+      def print_help
+        @out.puts parser.help
+        EXIT_OK
+      end
+
+      def convert(file)
+        profile = ProfileInput.read(file)
+        converter = Convert.new(profile, to: @to, sample: @sample, thread_names: @thread_names,
+                                         name: File.basename(file))
+      rescue ProfileInput::Error => e
+        fail_with(EXIT_FILE_ERROR, e.message)
+      rescue Sonde::ArgumentError => e
+        fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Asample: /, "--sample: "))
+      else
+        write(converter)
+      end
+
+      def write(converter)
+        return converter.write(@out) && EXIT_OK if @output == STDOUT_NAME
+
+        temporary = "#{@output}.#{Process.pid}.tmp"
+        File.open(temporary, "w") { |io| converter.write(io) }
+        File.rename(temporary, @output)
+        @err.puts "sonde: wrote #{@output}"
+        EXIT_OK
+      rescue SystemCallError => e
+        fail_with(EXIT_FILE_ERROR, "cannot write #{@output}: #{e.message.sub(/ @ .*/, "")}")
+      ensure
+        File.unlink(temporary) if temporary && File.exist?(temporary)
+      end
+
+      def fail_with(code, message)
+        @err.puts "#{PREFIX}#{message}"
+        code
+      end
+    end
+  end
+end

@@ -1,0 +1,105 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "sonde/errors"
+require "sonde/flamegraph"
+require "sonde/cli/profile_input"
+
+module Sonde
+  module CLI
+    # `sonde flamegraph FILE [-o OUT.html] [--title TEXT] [--open]`: writes
+    # the interactive flame graph page of a pprof profile. Errors are one
+    # line on err, never a backtrace: 2 for usage, 1 for a bad file.
+    class FlamegraphCommand
+      EXIT_OK = 0
+      EXIT_FILE_ERROR = 1
+      EXIT_USAGE_ERROR = 2
+      PREFIX = "sonde flamegraph: "
+      USAGE = "sonde flamegraph FILE [-o OUT.html] [--title TEXT] [--open]"
+      EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
+
+      class UsageError < StandardError; end
+
+      def self.run(argv, out: $stdout, err: $stderr)
+        new(out: out, err: err).run(argv)
+      end
+
+      def initialize(out:, err:)
+        @out = out
+        @err = err
+        @output = nil
+        @title = nil
+        @open = false
+        @help = false
+      end
+
+      def run(argv)
+        file = parse(argv.dup)
+        return print_help if @help
+
+        write(file, @output || Flamegraph.default_output(file))
+      rescue UsageError => e
+        fail_with(EXIT_USAGE_ERROR, "#{e.message} (usage: #{USAGE})")
+      end
+
+      private
+
+      def parse(argv)
+        rest = parser.parse(argv)
+        return nil if @help
+        raise UsageError, "missing FILE" if rest.empty?
+        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
+
+        rest.first
+      rescue OptionParser::InvalidOption => e
+        raise UsageError, "unknown option #{e.args.first}"
+      rescue OptionParser::MissingArgument => e
+        raise UsageError, "#{e.args.first} needs a value"
+      rescue OptionParser::ParseError => e
+        raise UsageError, e.message
+      end
+
+      def parser
+        OptionParser.new do |opts|
+          opts.banner = "Usage: #{USAGE}\n\nWrites an interactive flame graph of a pprof profile: one HTML file that " \
+                        "opens from disk,\nwith no network. CPU or wall time, threads, states, zoom, search, " \
+                        "top functions.\n\n"
+          opts.on("-o", "--output FILE", "Where to write the page (default: FILE with .html)") { |value| @output = value }
+          opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = value }
+          opts.on("--open", "Open the page in a browser once written") { @open = true }
+          opts.on("-h", "--help", "Show this help") { @help = true }
+          EXITING_BUILTINS.each { |name| opts.base.long.delete(name) }
+        end
+      end
+
+      def print_help
+        @out.puts parser.help
+        EXIT_OK
+      end
+
+      def write(file, output)
+        profile = ProfileInput.read(file)
+        page = Flamegraph.html(profile, title: @title || File.basename(file))
+        Flamegraph.write_atomically(output, page)
+        @err.puts "sonde: wrote #{output}"
+        open_page(output) if @open
+        EXIT_OK
+      rescue ProfileInput::Error => e
+        fail_with(EXIT_FILE_ERROR, e.message)
+      rescue SystemCallError => e
+        fail_with(EXIT_FILE_ERROR, "cannot write #{output}: #{e.message.sub(/ @ .*/, "")}")
+      end
+
+      def open_page(output)
+        return if Flamegraph.open_in_browser(output)
+
+        @err.puts "#{PREFIX}no browser found to open #{output} (set BROWSER, or install xdg-utils); open it yourself"
+      end
+
+      def fail_with(code, message)
+        @err.puts "#{PREFIX}#{message}"
+        code
+      end
+    end
+  end
+end

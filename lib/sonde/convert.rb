@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+require "sonde/errors"
+require "sonde/pprof"
+require "sonde/converters/stacks"
+require "sonde/converters/collapsed"
+require "sonde/converters/speedscope"
+
+module Sonde
+  # `sonde convert`: a pprof profile into another tool's format.
+  #
+  #   Sonde::Convert.new(profile, to: :collapsed, sample: "wall").write($stdout)
+  #   Sonde::Convert.new(profile, to: :speedscope, name: "app").write(File.open("app.json", "w"))
+  class Convert
+    FORMATS = %i[collapsed speedscope].freeze
+    # Short names for Sonde's sample types; any type name in the profile works too.
+    SAMPLE_ALIASES = { "cpu" => "cpu-time", "wall" => "wall-time" }.freeze
+    # collapsed needs one sample type; this one unless told.
+    DEFAULT_COLLAPSED_TYPES = %w[cpu-time wall-time].freeze
+
+    # to: :collapsed or :speedscope. sample: a sample type (name or alias),
+    # or nil for the format's default. thread_names: collapsed only.
+    def initialize(profile, to:, sample: nil, thread_names: true, name: "profile")
+      unless FORMATS.include?(to)
+        raise Sonde::ArgumentError, "to: #{to.inspect} is not accepted (expected one of #{FORMATS.map(&:inspect).join(", ")})"
+      end
+
+      @stacks = Converters::Stacks.new(profile)
+      @to = to
+      @type_index = sample && type_index(sample)
+      @thread_names = thread_names
+      @name = name
+    end
+
+    def write(io)
+      converter.write(io)
+    end
+
+    private
+
+    def converter
+      case @to
+      when :collapsed
+        Converters::Collapsed.new(@stacks, type_index: @type_index || default_collapsed_type,
+                                           thread_names: @thread_names)
+      when :speedscope
+        Converters::Speedscope.new(@stacks, name: @name, type_indexes: @type_index && [@type_index])
+      end
+    end
+
+    def type_index(sample)
+      name = SAMPLE_ALIASES.fetch(sample.to_s, sample.to_s)
+      index = @stacks.type_index(name)
+      return index if index
+
+      accepted = @stacks.sample_types.map(&:first)
+      accepted += SAMPLE_ALIASES.select { |_short, long| accepted.include?(long) }.keys
+      raise Sonde::ArgumentError, "sample: #{sample.to_s.inspect} is not accepted " \
+                                  "(this profile has: #{accepted.join(", ")})"
+    end
+
+    def default_collapsed_type
+      DEFAULT_COLLAPSED_TYPES.each do |name|
+        index = @stacks.type_index(name)
+        return index if index
+      end
+      raise Sonde::ArgumentError, "the profile has no sample types to convert" if @stacks.sample_types.empty?
+
+      0
+    end
+  end
+end

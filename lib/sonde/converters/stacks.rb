@@ -1,0 +1,107 @@
+# frozen_string_literal: true
+
+require "sonde/pprof"
+
+module Sonde
+  module Converters
+    # A profile's samples folded by (thread, state, stack of functions): the
+    # common input of every derived format (flame graph page, collapsed
+    # stacks, speedscope). Lines are dropped and functions are grouped by
+    # name and file, as the text report groups them, so a loop that shows at
+    # ten lines of one method is one frame, and the output stays small.
+    #
+    #   stacks = Sonde::Converters::Stacks.new(Sonde::Pprof.read("app.pprof"))
+    #   stacks.rows.each { |row| row.frames.map { |i| stacks.functions[i].name } } # root first
+    class Stacks
+      Function = Struct.new(:name, :filename, :start_line) do
+        def location
+          return filename if start_line.zero? || filename.empty?
+
+          "#{filename}:#{start_line}"
+        end
+      end
+
+      # A thread is known by its "thread id" label; it keeps the name it had
+      # for most of its samples (a thread renamed right after it started).
+      ThreadInfo = Struct.new(:id, :name) do
+        def label
+          return name if name && !name.empty?
+
+          id.nil? ? "(unknown thread)" : "thread #{id}"
+        end
+      end
+
+      # frames: function indexes, root first. values: one per sample type.
+      Row = Struct.new(:thread, :state, :frames, :values)
+
+      THREAD_ID = "thread id"
+      THREAD_NAME = "thread name"
+      STATE = "state"
+
+      attr_reader :sample_types, :functions, :threads, :states, :rows
+
+      def initialize(profile)
+        @profile = profile
+        @sample_types = profile.sample_types
+        @functions = []
+        @function_ids = {}
+        @location_functions = {}
+        @thread_ids = {}
+        @thread_names = []
+        @state_ids = {}
+        @rows = []
+        fold(profile.samples)
+        @threads = @thread_ids.keys.each_with_index.map do |id, i|
+          ThreadInfo.new(id, @thread_names[i].max_by { |_name, count| count }&.first)
+        end
+        @states = @state_ids.keys
+      end
+
+      # Index of the sample type named type_name, or nil.
+      def type_index(type_name)
+        @sample_types.index { |type, _unit| type == type_name }
+      end
+
+      private
+
+      def fold(samples)
+        by_key = {}
+        width = @sample_types.size
+        samples.each do |sample|
+          key = [thread_index(sample.labels), state_index(sample.labels), frames(sample.location_ids)]
+          row = (by_key[key] ||= @rows.push(Row.new(*key, Array.new(width, 0))).last)
+          values = row.values
+          sample.values.each_with_index { |value, i| values[i] += value }
+        end
+      end
+
+      def thread_index(labels)
+        id = labels[THREAD_ID]
+        index = (@thread_ids[id] ||= @thread_ids.size)
+        names = (@thread_names[index] ||= Hash.new(0))
+        name = labels[THREAD_NAME]
+        names[name] += 1 if name
+        index
+      end
+
+      # nil when the profile has no state label (not one of Sonde's).
+      def state_index(labels)
+        state = labels[STATE]
+        state && (@state_ids[state] ||= @state_ids.size)
+      end
+
+      # Root first, as every derived format wants it.
+      def frames(location_ids)
+        location_ids.reverse.map { |id| @location_functions[id] ||= function_index(id) }
+      end
+
+      def function_index(location_id)
+        location = @profile.locations.fetch(location_id)
+        function = @profile.functions.fetch(location.function_id, Pprof::UNKNOWN_FUNCTION)
+        key = [function.name, function.filename]
+        @function_ids[key] ||= @functions.push(Function.new(function.name, function.filename,
+                                                            function.start_line)).size - 1
+      end
+    end
+  end
+end

@@ -1,0 +1,133 @@
+# frozen_string_literal: true
+
+require "json"
+require "sonde/version"
+require "sonde/errors"
+require "sonde/pprof"
+require "sonde/converters/stacks"
+require "sonde/flamegraph/data"
+
+module Sonde
+  # The flame graph page of `sonde flamegraph`: one self-contained HTML file
+  # (renderer, styles, script and profile inlined) that works from file://
+  # with no network. The renderer is d3-flame-graph, vendored as a built
+  # bundle in lib/sonde/assets/ (script/vendor-flamegraph rebuilds it).
+  #
+  #   Sonde::Flamegraph.write_html("app.pprof", "app.html")
+  module Flamegraph
+    ASSETS_DIR = File.expand_path("assets", __dir__)
+    PAGE_DIR = File.expand_path("flamegraph", __dir__)
+    # Placeholders of page.html, each replaced by one inlined part.
+    PARTS = {
+      "{{TITLE}}" => :title_html, "{{RENDERER_CSS}}" => :renderer_css, "{{PAGE_CSS}}" => :page_css,
+      "{{RENDERER_JS}}" => :renderer_js, "{{PAGE_JS}}" => :page_js, "{{DATA}}" => :data_json
+    }.freeze
+
+    module_function
+
+    # Reads the pprof file at pprof_path and writes the page to html_path
+    # (atomically: a reader never sees half a page). Returns html_path.
+    # Raises Pprof::DecodeError for a file that is not a pprof profile,
+    # SystemCallError when a file cannot be read or written.
+    def write_html(pprof_path, html_path, title: nil)
+      profile = Pprof.read(pprof_path)
+      write_atomically(html_path, html(profile, title: title || File.basename(pprof_path.to_s)))
+    end
+
+    # The page for a decoded profile, as a String.
+    def html(profile, title:)
+      Page.new(Data.new(Converters::Stacks.new(profile), title: title.to_s)).render
+    end
+
+    # app.pprof -> app.html, beside it.
+    def default_output(pprof_path)
+      base = pprof_path.to_s.sub(/\.pprof(\.gz)?\z|\.pb(\.gz)?\z/, "")
+      "#{base}.html"
+    end
+
+    def write_atomically(path, text)
+      temporary = "#{path}.#{Process.pid}.tmp"
+      File.write(temporary, text)
+      File.rename(temporary, path)
+      path
+    ensure
+      File.unlink(temporary) if temporary && File.exist?(temporary)
+    end
+
+    # Opens path in the user's browser without waiting for it: $BROWSER,
+    # else xdg-open (Linux) or open (macOS). Returns false when none exists.
+    def open_in_browser(path)
+      url = "file://#{File.expand_path(path)}"
+      command = [ENV.fetch("BROWSER", nil), "xdg-open", "open"].compact.find { |name| executable?(name) }
+      return false unless command
+
+      Process.detach(Process.spawn(command, url, in: File::NULL, out: File::NULL, err: File::NULL))
+      true
+    rescue SystemCallError
+      false
+    end
+
+    def executable?(name)
+      return File.executable?(name) if name.include?("/")
+
+      ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).any? { |dir| File.executable?(File.join(dir, name)) }
+    end
+
+    # Fills page.html's placeholders.
+    class Page
+      def initialize(data)
+        @data = data
+      end
+
+      def render
+        template = File.read(File.join(PAGE_DIR, "page.html"))
+        template.gsub(Regexp.union(PARTS.keys)) { |placeholder| send(PARTS.fetch(placeholder)) }
+      end
+
+      private
+
+      def title_html
+        "#{escape_html(data_hash.fetch("title"))} - Sonde flame graph"
+      end
+
+      def renderer_css
+        asset("flamegraph.css")
+      end
+
+      def renderer_js
+        script_safe(asset("flamegraph.js"))
+      end
+
+      def page_css
+        File.read(File.join(PAGE_DIR, "page.css"))
+      end
+
+      def page_js
+        script_safe(File.read(File.join(PAGE_DIR, "page.js")))
+      end
+
+      # "<" only occurs inside JSON strings, where \u003c means the same:
+      # no "</script>" in a name can end the data block early.
+      def data_json
+        JSON.generate(data_hash).gsub("<", "\\u003c")
+      end
+
+      def data_hash
+        @data_hash ||= @data.to_h
+      end
+
+      def asset(name)
+        File.read(File.join(ASSETS_DIR, name))
+      end
+
+      # An inline script ends at the first "</script"; "<\/" means "</" in JS strings and regexps.
+      def script_safe(source)
+        source.gsub(%r{</(?=script)}i, "<\\/")
+      end
+
+      def escape_html(text)
+        text.gsub("&", "&amp;").gsub("<", "&lt;").gsub(">", "&gt;").gsub('"', "&quot;")
+      end
+    end
+  end
+end

@@ -1,0 +1,410 @@
+// Sonde's flame graph page. Reads the profile embedded by Sonde::Flamegraph
+// (see lib/sonde/flamegraph/data.rb for its layout), folds the samples that
+// pass the thread and state filters into a tree for the chosen sample type,
+// and hands it to d3-flame-graph. Everything is computed from flat arrays
+// of numbers: a filter change refolds in a few milliseconds even for long
+// multi-thread profiles.
+(function () {
+  "use strict";
+
+  var NO_PARENT = -1;
+  var SAMPLE_FIXED_FIELDS = 3; // node, thread, state; then one value per sample type
+  var TOP_ROWS = 200;
+  var MIN_FRAME_PX = 1; // d3-flame-graph draws no frame narrower than this
+  var CELL_HEIGHT = 18;
+  var ZOOM_TRANSITION_MS = 300;
+  var DURATION_UNITS = [["ns", 1], ["µs", 1e3], ["ms", 1e6], ["s", 1e9]];
+
+  performance.mark("sonde-parse-start");
+  var data = JSON.parse(document.getElementById("sonde-data").textContent);
+  performance.mark("sonde-parse-end");
+  var nodeCount = data.nodes.length / 2;
+  var stride = SAMPLE_FIXED_FIELDS + data.types.length;
+  var state = {
+    type: data.defaultType,
+    threads: data.threads.map(function () { return true; }),
+    states: data.states.map(function () { return true; }),
+    search: "",
+    sort: "self",
+    selectedFunction: -1
+  };
+  var chart = null;
+  var current = null; // the tree on screen: {root, total, functions, pruned, focus}
+  var currentSums = null; // what it was folded from, for refolds on zoom
+  var refolding = false;
+
+  function $(id) { return document.getElementById(id); }
+
+  function escapeHtml(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
+  // "153 µs", "15.2 ms", "2.03 s" for nanoseconds; plain counts otherwise.
+  function formatValue(value) {
+    if (data.types[state.type][1] !== "nanoseconds") return Math.round(value).toLocaleString("en-US");
+    if (Math.abs(value) < 1000) return Math.round(value) + " ns";
+    for (var i = 0; i < DURATION_UNITS.length; i++) {
+      var scaled = value / DURATION_UNITS[i][1];
+      var text = significant(scaled);
+      if (i === DURATION_UNITS.length - 1 || Math.abs(parseFloat(text)) < 1000) return text + " " + DURATION_UNITS[i][0];
+    }
+  }
+
+  function significant(value) {
+    var abs = Math.abs(value);
+    if (Math.round(abs * 100) / 100 < 10) return value.toFixed(2);
+    if (Math.round(abs * 10) / 10 < 100) return value.toFixed(1);
+    return value.toFixed(0);
+  }
+
+  function percent(value, total) {
+    return total > 0 ? (100 * value / total).toFixed(1) + "%" : "0.0%";
+  }
+
+  // For each node: does its function already appear above it (recursion)?
+  // Then it does not add to its function's total again. Fixed for the page,
+  // so computed once, by an explicit-stack walk (stacks can be deep).
+  var recursive = (function () {
+    var result = new Uint8Array(nodeCount);
+    var firstChild = new Int32Array(nodeCount + 1).fill(-1);
+    var nextSibling = new Int32Array(nodeCount).fill(-1);
+    for (var n = nodeCount - 1; n >= 0; n--) {
+      var parent = data.nodes[2 * n] + 1; // slot 0 is the root
+      nextSibling[n] = firstChild[parent];
+      firstChild[parent] = n;
+    }
+    var onStack = new Int32Array(data.functions.length);
+    var stack = [];
+    for (var top = firstChild[0]; top !== -1; top = nextSibling[top]) {
+      stack.push(top);
+      while (stack.length) {
+        var node = stack.pop();
+        var fn;
+        if (node < 0) { onStack[data.nodes[2 * (-node - 1) + 1]]--; continue; } // leaving -node-1
+        fn = data.nodes[2 * node + 1];
+        result[node] = onStack[fn] > 0 ? 1 : 0;
+        onStack[fn]++;
+        stack.push(-node - 1);
+        for (var child = firstChild[node + 1]; child !== -1; child = nextSibling[child]) stack.push(child);
+      }
+    }
+    return result;
+  })();
+
+  // Sums the chosen value of the samples that pass the filters, per node
+  // (self) and per subtree (total), and per function for the table.
+  function sums() {
+    var self = new Float64Array(nodeCount);
+    var rootSelf = 0;
+    var samples = data.samples;
+    var offset = SAMPLE_FIXED_FIELDS + state.type;
+    for (var i = 0; i < samples.length; i += stride) {
+      if (!state.threads[samples[i + 1]]) continue;
+      var sampleState = samples[i + 2];
+      if (sampleState >= 0 && !state.states[sampleState]) continue;
+      var node = samples[i];
+      if (node === NO_PARENT) rootSelf += samples[i + offset];
+      else self[node] += samples[i + offset];
+    }
+    // Parents come before their children, so one backward pass sums totals.
+    var total = Float64Array.from(self);
+    var nodes = data.nodes;
+    var grand = rootSelf;
+    for (var n = nodeCount - 1; n >= 0; n--) {
+      var parent = nodes[2 * n];
+      if (parent !== NO_PARENT) total[parent] += total[n];
+      else grand += total[n];
+    }
+    var selfByFunction = new Float64Array(data.functions.length);
+    var totalByFunction = new Float64Array(data.functions.length);
+    for (n = 0; n < nodeCount; n++) {
+      var fn = nodes[2 * n + 1];
+      selfByFunction[fn] += self[n];
+      if (!recursive[n]) totalByFunction[fn] += total[n];
+    }
+    return { self: self, total: total, rootSelf: rootSelf, grand: grand,
+             functions: { self: selfByFunction, total: totalByFunction } };
+  }
+
+  // The tree d3-flame-graph reads ({n: name, v: total, c: children}), seen
+  // from focus (a node, or NO_PARENT for the whole graph). Frames narrower
+  // than MIN_FRAME_PX at this zoom are left out: they would not be drawn, and on
+  // a long, many-thread profile they would be hundreds of thousands of
+  // objects. Zooming in refolds from the clicked frame, so they come back;
+  // then only the focus, its ancestors and its descendants are kept (the
+  // zoom hides the rest anyway).
+  function tree(totals, focus) {
+    var scope = focus === NO_PARENT ? totals.grand : totals.total[focus];
+    var threshold = scope * MIN_FRAME_PX / chartWidth();
+    var ancestor = null;
+    var inside = null;
+    if (focus !== NO_PARENT) {
+      ancestor = new Uint8Array(nodeCount);
+      inside = new Uint8Array(nodeCount);
+      for (var up = focus; up !== NO_PARENT; up = data.nodes[2 * up]) ancestor[up] = 1;
+    }
+    var root = { n: "all", v: totals.grand, s: totals.rootSelf, f: -1, i: NO_PARENT, c: [] };
+    var objects = new Array(nodeCount);
+    var pruned = 0;
+    var nodes = data.nodes;
+    for (var n = 0; n < nodeCount; n++) {
+      var value = totals.total[n];
+      if (value <= 0) continue;
+      var parentIndex = nodes[2 * n];
+      var parentObject = parentIndex === NO_PARENT ? root : objects[parentIndex];
+      if (!parentObject) continue; // under a pruned frame
+      if (inside) {
+        inside[n] = n === focus || (parentIndex !== NO_PARENT && inside[parentIndex]) ? 1 : 0;
+        if (!inside[n] && !ancestor[n]) continue;
+      }
+      if (value < threshold && !(ancestor && ancestor[n])) { pruned++; continue; }
+      var fn = nodes[2 * n + 1];
+      var object = { n: data.functions[fn][0], v: value, s: totals.self[n], f: fn, i: n, c: [] };
+      objects[n] = object;
+      parentObject.c.push(object);
+    }
+    return { root: root, total: totals.grand, functions: totals.functions, pruned: pruned, focus: focus };
+  }
+
+  function fold(focus) {
+    currentSums = sums();
+    return tree(currentSums, focus === undefined ? NO_PARENT : focus);
+  }
+
+  function tooltipHtml(d) {
+    var object = d.data;
+    var where = object.f >= 0 ? data.functions[object.f][1] : "";
+    return "<b>" + escapeHtml(object.n) + "</b>" +
+      (where ? "<div class=\"where\">" + escapeHtml(where) + "</div>" : "") +
+      "<div>total " + formatValue(object.v) + " (" + percent(object.v, current.total) + ")" +
+      " · self " + formatValue(object.s) + " (" + percent(object.s, current.total) + ")</div>";
+  }
+
+  function detailsText(d) {
+    var object = d.data;
+    var where = object.f >= 0 ? data.functions[object.f][1] : "";
+    return object.n + (where ? "  " + where : "") + "  total " + formatValue(object.v) + " (" +
+      percent(object.v, current.total) + "), self " + formatValue(object.s) + " (" + percent(object.s, current.total) + ")";
+  }
+
+  function matches(d, term) {
+    return term !== "" && String(d.data.n).toLowerCase().indexOf(term.toLowerCase()) !== -1;
+  }
+
+  function chartWidth() {
+    return $("chart").clientWidth || 960;
+  }
+
+  // What the search matches, counted on the whole profile (the drawn tree
+  // is pruned): the total of the matching frames not under another match.
+  function searchTotal(term) {
+    var lower = term.toLowerCase();
+    var matching = data.functions.map(function (f) { return String(f[0]).toLowerCase().indexOf(lower) !== -1; });
+    var under = new Uint8Array(nodeCount);
+    var sum = 0;
+    for (var n = 0; n < nodeCount; n++) {
+      var parent = data.nodes[2 * n];
+      var above = parent !== NO_PARENT && (under[parent] || matching[data.nodes[2 * parent + 1]]);
+      under[n] = above ? 1 : 0;
+      if (!above && matching[data.nodes[2 * n + 1]]) sum += currentSums.total[n];
+    }
+    return sum;
+  }
+
+  function newChart() {
+    var renderer = window.SondeFlamegraph;
+    var tip = renderer.tooltip.defaultFlamegraphTooltip().html(tooltipHtml);
+    return renderer.flamegraph()
+      .width(chartWidth())
+      .cellHeight(CELL_HEIGHT)
+      .minFrameSize(1) // frames under a pixel wide are not drawn: thousands fewer SVG nodes
+      .transitionDuration(0) // the first paint is not animated; zooms are (set below)
+      .sort(true)
+      .inverted($("inverted").checked)
+      .tooltip(tip)
+      .setSearchMatch(matches)
+      .setLabelHandler(detailsText)
+      .setDetailsElement($("details"))
+      .onClick(onZoom)
+      .setSearchHandler(function () {
+        if (state.search === "") { $("details").textContent = ""; return; }
+        var sum = searchTotal(state.search);
+        $("details").textContent = "search \"" + state.search + "\": " + formatValue(sum) + " of " +
+          formatValue(current.total) + " (" + percent(sum, current.total) + ")";
+      });
+  }
+
+  function render() {
+    performance.mark("sonde-fold-start");
+    current = fold();
+    performance.mark("sonde-fold-end");
+    draw();
+    renderTable();
+    renderFilterTotals();
+  }
+
+  // Zooming into a frame whose tree was pruned refolds from that frame, so
+  // what was too small to draw before is there now.
+  function onZoom(d) {
+    if (refolding || current.pruned === 0) return;
+    var id = d.data.i;
+    if (id === current.focus) return;
+    current = tree(currentSums, id);
+    refolding = true;
+    try {
+      draw();
+      var target = null;
+      window.SondeFlamegraph.select("#chart").datum().each(function (node) { if (node.data.i === id) target = node; });
+      if (target && id !== NO_PARENT) chart.zoomTo(target);
+    } finally {
+      refolding = false;
+    }
+  }
+
+  function draw() {
+    var empty = current.total <= 0;
+    $("empty").hidden = !empty;
+    $("chart").hidden = empty;
+    if (chart) chart.destroy();
+    $("chart").textContent = "";
+    chart = newChart();
+    if (!empty) {
+      window.SondeFlamegraph.select("#chart").datum(current.root).call(chart);
+      performance.mark("sonde-chart-end");
+      settle();
+      chart.transitionDuration(ZOOM_TRANSITION_MS);
+      if (state.search !== "") chart.search(state.search);
+    }
+  }
+
+  // d3-flame-graph grows new frames from zero width and fills their labels
+  // in transitions, even with a zero duration; the first paint should show
+  // the finished graph, so finish those transitions now. Each frame's <g>
+  // already carries its final width and name.
+  function settle() {
+    var select = window.SondeFlamegraph.select;
+    document.querySelectorAll("#chart g.frame").forEach(function (g) {
+      var rect = g.querySelector("rect");
+      var label = g.querySelector("div");
+      select(rect).interrupt();
+      rect.setAttribute("width", g.getAttribute("width"));
+      if (label) {
+        select(label).interrupt();
+        label.textContent = g.getAttribute("name");
+      }
+    });
+  }
+
+  function renderTable() {
+    var totals = current.functions;
+    var key = state.sort === "self" ? totals.self : totals.total;
+    var other = state.sort === "self" ? totals.total : totals.self;
+    var order = [];
+    for (var fn = 0; fn < data.functions.length; fn++) if (totals.total[fn] > 0) order.push(fn);
+    order.sort(function (a, b) { return key[b] - key[a] || other[b] - other[a]; });
+    var rows = order.slice(0, TOP_ROWS).map(function (fn) {
+      var f = data.functions[fn];
+      return "<tr data-function=\"" + fn + "\"" + (fn === state.selectedFunction ? " class=\"selected\"" : "") + ">" +
+        "<td class=\"num\">" + formatValue(totals.self[fn]) + "</td><td class=\"num\">" + percent(totals.self[fn], current.total) + "</td>" +
+        "<td class=\"num\">" + formatValue(totals.total[fn]) + "</td><td class=\"num\">" + percent(totals.total[fn], current.total) + "</td>" +
+        "<td class=\"fn\">" + escapeHtml(f[0]) + (f[1] ? " <small>" + escapeHtml(f[1]) + "</small>" : "") + "</td></tr>";
+    });
+    document.querySelector("#top tbody").innerHTML = rows.join("");
+    document.querySelectorAll("#top th.sortable").forEach(function (th) {
+      th.classList.toggle("sorted", th.getAttribute("data-sort") === state.sort);
+    });
+  }
+
+  // Each thread and state checkbox shows how much of the chosen value it holds.
+  function renderFilterTotals() {
+    var byThread = new Float64Array(data.threads.length);
+    var byState = new Float64Array(data.states.length);
+    var offset = SAMPLE_FIXED_FIELDS + state.type;
+    for (var i = 0; i < data.samples.length; i += stride) {
+      byThread[data.samples[i + 1]] += data.samples[i + offset];
+      if (data.samples[i + 2] >= 0) byState[data.samples[i + 2]] += data.samples[i + offset];
+    }
+    document.querySelectorAll("#threads .amount").forEach(function (span, i) { span.textContent = formatValue(byThread[i]); });
+    document.querySelectorAll("#states .amount").forEach(function (span, i) { span.textContent = formatValue(byState[i]); });
+  }
+
+  function checkboxes(fieldsetId, labels, flags) {
+    var fieldset = $(fieldsetId);
+    labels.forEach(function (text, i) {
+      var label = document.createElement("label");
+      var input = document.createElement("input");
+      input.type = "checkbox";
+      input.checked = true;
+      input.value = String(i);
+      input.addEventListener("change", function () { flags[i] = input.checked; render(); });
+      label.appendChild(input);
+      label.appendChild(document.createTextNode(" " + text + " "));
+      var amount = document.createElement("span");
+      amount.className = "amount";
+      label.appendChild(amount);
+      fieldset.appendChild(label);
+    });
+    if (labels.length === 0) fieldset.hidden = true;
+  }
+
+  function setAll(fieldsetId, flags, value) {
+    flags.forEach(function (_, i) { flags[i] = value; });
+    document.querySelectorAll("#" + fieldsetId + " input").forEach(function (input) { input.checked = value; });
+    render();
+  }
+
+  function setup() {
+    $("title").textContent = data.title;
+    data.types.forEach(function (type, i) {
+      var option = document.createElement("option");
+      option.value = String(i);
+      option.textContent = type[0];
+      $("type").appendChild(option);
+    });
+    $("type").value = String(state.type);
+    $("type").addEventListener("change", function () { state.type = Number($("type").value); render(); });
+    checkboxes("threads", data.threads.map(function (t) { return t[1] === null ? t[0] : t[0] + " (" + t[1] + ")"; }), state.threads);
+    checkboxes("states", data.states, state.states);
+    document.querySelector("[data-all=threads]").addEventListener("click", function () { setAll("threads", state.threads, true); });
+    document.querySelector("[data-none=threads]").addEventListener("click", function () { setAll("threads", state.threads, false); });
+    $("inverted").addEventListener("change", render);
+    $("reset-zoom").addEventListener("click", function () {
+      if (!chart || current.total <= 0) return;
+      if (current.focus !== NO_PARENT) { current = tree(currentSums, NO_PARENT); draw(); } else chart.resetZoom();
+    });
+    $("search").addEventListener("input", function () {
+      state.search = $("search").value.trim();
+      state.selectedFunction = -1;
+      if (!chart || current.total <= 0) return;
+      if (state.search === "") chart.clear(); else chart.search(state.search);
+    });
+    document.querySelectorAll("#top th.sortable").forEach(function (th) {
+      th.addEventListener("click", function () { state.sort = th.getAttribute("data-sort"); renderTable(); });
+    });
+    // A row of the table highlights that function in the flame graph.
+    document.querySelector("#top tbody").addEventListener("click", function (event) {
+      var row = event.target.closest("tr");
+      if (!row) return;
+      state.selectedFunction = Number(row.getAttribute("data-function"));
+      $("search").value = data.functions[state.selectedFunction][0];
+      state.search = $("search").value;
+      if (chart && current.total > 0) chart.search(state.search);
+      renderTable();
+    });
+    var resizeTimer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(render, 150);
+    });
+  }
+
+  setup();
+  render();
+  // For tests and for the curious: when the first frame with the graph was painted.
+  requestAnimationFrame(function () {
+    window.sondeFirstPaintMs = performance.now();
+  });
+  window.sonde = { data: data, state: state, render: render, current: function () { return current; } };
+})();

@@ -1,0 +1,206 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+require "stringio"
+require "sonde/convert"
+require "sonde/cli/convert_command"
+require "support/derived_fixture"
+require "support/node_deps"
+
+class ConvertTest < Minitest::Test
+  MS = DerivedFixture::MS
+
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+  end
+
+  def convert(**options)
+    Sonde::Convert.new(DerivedFixture.profile, **options).write(StringIO.new).string
+  end
+
+  def test_collapsed_cpu_by_default_one_line_per_stack_and_thread
+    assert_equal [
+      "main;main;work #{30 * MS}",
+      "main;main;work;helper #{10 * MS}",
+      "worker;main;recurse;recurse #{50 * MS}"
+    ], convert(to: :collapsed).lines.map(&:chomp)
+  end
+
+  def test_collapsed_wall_keeps_zero_cpu_stacks
+    lines = convert(to: :collapsed, sample: "wall").lines.map(&:chomp)
+    assert_includes lines, "main;main;Kernel#sleep #{200 * MS}"
+    assert_includes lines, "worker;main;recurse;helper #{10 * MS}"
+    assert_equal DerivedFixture::WALL, lines.sum { |line| line.split.last.to_i }
+  end
+
+  def test_collapsed_without_thread_names_merges_threads
+    lines = convert(to: :collapsed, sample: "wall-samples", thread_names: false).lines.map(&:chomp)
+    assert_equal ["main;Kernel#sleep 20", "main;recurse;helper 1", "main;recurse;recurse 10", "main;work 4",
+                  "main;work;helper 1"], lines
+  end
+
+  def test_collapsed_names_cannot_break_the_format
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("a;b\nc", "x.rb", line: 1)], [5], "thread name" => "t;1")
+    out = Sonde::Convert.new(Sonde::Pprof.decode(f.encode), to: :collapsed).write(StringIO.new).string
+    assert_equal "t_1;a_b_c 5\n", out
+  end
+
+  def test_speedscope_one_sampled_profile_per_thread_and_type
+    file = JSON.parse(convert(to: :speedscope, name: "app.pprof"))
+    assert_equal "https://www.speedscope.app/file-format-schema.json", file["$schema"]
+    assert_equal "app.pprof", file["name"]
+    names = file["profiles"].map { |p| p["name"] }
+    assert_equal ["worker (cpu-time)", "main (cpu-time)", "main (wall-time)", "worker (wall-time)"], names
+    frames = file["shared"]["frames"]
+    assert_includes frames, { "name" => "work", "file" => "app.rb", "line" => 10 }
+    assert_includes frames, { "name" => "Kernel#sleep" }
+    main_wall = file["profiles"][2]
+    assert_equal "sampled", main_wall["type"]
+    assert_equal "nanoseconds", main_wall["unit"]
+    assert_equal 250 * MS, main_wall["endValue"]
+    assert_equal 250 * MS, main_wall["weights"].sum
+    stacks = main_wall["samples"].map { |stack| stack.map { |i| frames[i]["name"] } }
+    assert_includes stacks, %w[main Kernel#sleep], "stacks are root first"
+  end
+
+  def test_speedscope_one_type
+    file = JSON.parse(convert(to: :speedscope, sample: "wall-samples"))
+    assert_equal ["main (wall-samples)", "worker (wall-samples)"], file["profiles"].map { |p| p["name"] }
+    assert_equal ["none"], file["profiles"].map { |p| p["unit"] }.uniq
+  end
+
+  def test_rejects_unknown_sample_type_and_format
+    error = assert_raises(Sonde::ArgumentError) { convert(to: :collapsed, sample: "gpu") }
+    assert_match(/sample: "gpu" is not accepted \(this profile has: cpu-time, cpu-samples, wall-time, wall-samples/,
+                 error.message)
+    error = assert_raises(Sonde::ArgumentError) { convert(to: :json) }
+    assert_match(/to: :json is not accepted \(expected one of :collapsed, :speedscope\)/, error.message)
+  end
+end
+
+class ConvertCommandTest < Minitest::Test
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    @dir = Dir.mktmpdir("sonde-convert")
+    @file = File.join(@dir, "app.pprof")
+    File.binwrite(@file, DerivedFixture.bytes)
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def run_command(*argv)
+    out = StringIO.new
+    err = StringIO.new
+    code = Sonde::CLI::ConvertCommand.run(argv, out: out, err: err)
+    [code, out.string, err.string]
+  end
+
+  def assert_one_line_error(err, pattern)
+    assert_equal 1, err.lines.size, err
+    assert err.start_with?("sonde convert: "), err
+    assert_match pattern, err
+  end
+
+  def test_collapsed_to_stdout
+    code, out, err = run_command(@file, "--to", "collapsed", "--sample", "cpu")
+    assert_equal [0, ""], [code, err]
+    assert_equal 3, out.lines.size
+  end
+
+  def test_speedscope_to_file
+    output = File.join(@dir, "app.speedscope.json")
+    code, out, err = run_command(@file, "--to", "speedscope", "-o", output)
+    assert_equal [0, ""], [code, out]
+    assert_equal "sonde: wrote #{output}\n", err
+    assert_equal 4, JSON.parse(File.read(output))["profiles"].size
+  end
+
+  def test_through_the_sonde_executable
+    stdout, stderr, status = run_sonde("convert", @file, "--to", "collapsed", "--no-thread-names")
+    assert status.success?, stderr
+    assert_match(/\Amain;recurse;recurse 50000000$/, stdout.lines.grep(/recurse;recurse/).first)
+  end
+
+  def test_usage_errors
+    {
+      [@file] => /missing --to \(collapsed or speedscope\)/,
+      [@file, "--to", "svg"] => /--to: "svg" is not accepted \(expected collapsed or speedscope\)/,
+      [@file, "--to", "collapsed", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(this profile has: /,
+      ["--to", "collapsed"] => /missing FILE/,
+      [@file, "--frobnicate"] => /unknown option --frobnicate/
+    }.each do |argv, pattern|
+      code, out, err = run_command(*argv)
+      assert_equal 2, code, argv.inspect
+      assert_equal "", out
+      assert_one_line_error(err, pattern)
+    end
+  end
+
+  def test_malformed_inputs
+    DerivedFixture.malformed(@dir).merge(File.join(@dir, "missing.pprof") => /no such file/, @dir => /is a directory/)
+                  .each do |path, message|
+      code, out, err = run_command(path, "--to", "collapsed")
+      assert_equal 1, code, path
+      assert_equal "", out
+      assert_one_line_error(err, /\Asonde convert: #{Regexp.escape(path)}: .*#{message.source}/)
+    end
+  end
+
+  def test_malformed_input_through_the_executable_has_no_backtrace
+    path = DerivedFixture.malformed(@dir).keys.first
+    stdout, stderr, status = run_sonde("convert", path, "--to", "speedscope")
+    assert_equal 1, status.exitstatus
+    assert_equal "", stdout
+    assert_equal 1, stderr.lines.size, stderr
+  end
+
+  def test_unwritable_output
+    code, _, err = run_command(@file, "--to", "collapsed", "-o", File.join(@dir, "no", "such", "dir.txt"))
+    assert_equal 1, code
+    assert_one_line_error(err, /cannot write .*dir\.txt: No such file or directory/)
+  end
+
+  include SondeTestHelper
+end
+
+# speedscope's own importer, in speedscope's own built app, opened the way its
+# `speedscope FILE` command opens it, in headless Chromium: it must take both
+# Sonde's speedscope file and the pprof file, and show the values we wrote.
+class SpeedscopeImportTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    @browser = NodeDeps.browser_or_skip(self)
+    @dir = Dir.mktmpdir("sonde-speedscope")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def test_speedscope_imports_the_speedscope_file
+    path = File.join(@dir, "app.speedscope.json")
+    File.write(path, Sonde::Convert.new(DerivedFixture.profile, to: :speedscope, name: "app").write(+"").to_s)
+    result = @browser.speedscope(path, dir: @dir)
+    assert_empty result["errors"]
+    assert_equal "app - speedscope", result["title"]
+    assert_match(%r{worker \(cpu-time\) \(1/4\)}, result["text"])
+    rows = result["sandwich"].to_h { |row| [row.last, row.first] }
+    assert_equal "50.00ms (100%)", rows["recurse"], "speedscope's sandwich view of worker's CPU: #{result["sandwich"]}"
+  end
+
+  def test_speedscope_imports_the_pprof_file
+    path = File.join(@dir, "app.pprof")
+    File.binwrite(path, DerivedFixture.bytes)
+    result = @browser.speedscope(path, dir: @dir)
+    assert_empty result["errors"]
+    assert_equal "app.pprof - speedscope", result["title"]
+    names = result["sandwich"].map(&:last)
+    %w[main work helper recurse].each { |name| assert_includes names, name }
+  end
+end

@@ -1,0 +1,198 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+require "stringio"
+require "sonde/flamegraph"
+require "sonde/cli/flamegraph_command"
+require "support/derived_fixture"
+
+class FlamegraphTest < Minitest::Test
+  MS = DerivedFixture::MS
+
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+  end
+
+  def page_data(html)
+    JSON.parse(html[%r{<script type="application/json" id="sonde-data">(.*?)</script>}m, 1])
+  end
+
+  # The stacks (function names, root first) and values the page embeds.
+  def embedded_stacks(data)
+    nodes = data["nodes"].each_slice(2).to_a
+    width = 3 + data["types"].size
+    data["samples"].each_slice(width).map do |node, thread, state, *values|
+      names = []
+      while node != -1
+        parent, function = nodes[node]
+        names.unshift(data["functions"][function][0])
+        node = parent
+      end
+      [names, data["threads"][thread][0], data["states"][state], values]
+    end
+  end
+
+  def test_page_embeds_every_stack_thread_and_state
+    data = page_data(Sonde::Flamegraph.html(DerivedFixture.profile, title: "app.pprof"))
+    assert_equal "app.pprof", data["title"]
+    assert_equal 0, data["defaultType"], "opens on cpu-time"
+    assert_equal [["main", 1], ["worker", 2]], data["threads"]
+    assert_equal ["running", "sleeping", "waiting for gvl"], data["states"]
+    assert_includes data["functions"], ["work", "app.rb:10"]
+    stacks = embedded_stacks(data)
+    assert_includes stacks, [%w[main Kernel#sleep], "main", "sleeping", [0, 0, 200 * MS, 20]]
+    assert_includes stacks, [%w[main recurse recurse], "worker", "running", [50 * MS, 5, 100 * MS, 10]]
+    assert_equal DerivedFixture::WALL, stacks.sum { |stack| stack[3][2] }
+    assert_equal 5, stacks.size
+  end
+
+  def test_stacks_are_stored_once_as_a_tree
+    data = page_data(Sonde::Flamegraph.html(DerivedFixture.profile, title: "x"))
+    nodes = data["nodes"].each_slice(2).to_a
+    # main, main>work, main>work>helper, main>sleep, main>recurse, main>recurse>recurse, main>recurse>helper
+    assert_equal 7, nodes.size
+    nodes.each_with_index { |(parent, _), i| assert_operator parent, :<, i, "a parent comes before its children" }
+  end
+
+  def test_page_is_self_contained
+    html = Sonde::Flamegraph.html(DerivedFixture.profile, title: "x")
+    refute_match(/<(script|link|img)[^>]+(src|href)=/i, html, "nothing is loaded from elsewhere")
+    refute_match(%r{https?://(?!www\.w3\.org)}, html.gsub(/<script type="application\/json".*?<\/script>/m, ""),
+                 "no network address but SVG/XHTML namespaces")
+    assert_includes html, "d3-flame-graph 5.0.0"
+    assert_includes html, File.read(File.join(Sonde::Flamegraph::ASSETS_DIR, "flamegraph.css"))
+    assert_equal 3, html.scan("<script").size
+  end
+
+  def test_names_cannot_break_out_of_the_page
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("</script><script>alert(1)</script>", "<b>.rb", line: 1)], [5])
+    html = Sonde::Flamegraph.html(Sonde::Pprof.decode(f.encode), title: "<title>&")
+    assert_equal 3, html.scan("<script").size
+    assert_includes html, "<title>&lt;title&gt;&amp; - Sonde flame graph</title>"
+    assert_equal "</script><script>alert(1)</script>", page_data(html)["functions"][0][0]
+  end
+
+  def test_big_profile_stays_small_and_fast
+    profile = DerivedFixture.big_profile
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    html = Sonde::Flamegraph.html(profile, title: "big")
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert_operator elapsed, :<, 5, "page of 20,000 stacks took #{elapsed.round(2)} s"
+    assert_operator html.bytesize, :<, 8 * 1024 * 1024, "page is #{html.bytesize} bytes"
+  end
+
+  def test_write_html
+    Dir.mktmpdir do |dir|
+      pprof = File.join(dir, "app.pprof")
+      File.binwrite(pprof, DerivedFixture.bytes)
+      html = File.join(dir, "app.html")
+      assert_equal html, Sonde::Flamegraph.write_html(pprof, html)
+      assert_equal "app.pprof", page_data(File.read(html))["title"]
+      assert_equal [html], Dir[File.join(dir, "*.html*")], "no temporary file left"
+      assert_raises(Sonde::Pprof::DecodeError) { Sonde::Flamegraph.write_html(__FILE__, html) }
+    end
+  end
+
+  def test_default_output
+    assert_equal "app.html", Sonde::Flamegraph.default_output("app.pprof")
+    assert_equal "dir/app.html", Sonde::Flamegraph.default_output("dir/app.pb.gz")
+    assert_equal "profile.html", Sonde::Flamegraph.default_output("profile")
+  end
+end
+
+class FlamegraphCommandTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    @dir = Dir.mktmpdir("sonde-flamegraph")
+    @file = File.join(@dir, "app.pprof")
+    File.binwrite(@file, DerivedFixture.bytes)
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def run_command(*argv)
+    out = StringIO.new
+    err = StringIO.new
+    code = Sonde::CLI::FlamegraphCommand.run(argv, out: out, err: err)
+    [code, out.string, err.string]
+  end
+
+  def assert_one_line_error(err, pattern)
+    assert_equal 1, err.lines.size, err
+    assert err.start_with?("sonde flamegraph: "), err
+    assert_match pattern, err
+  end
+
+  def test_writes_beside_the_profile_by_default
+    code, out, err = run_command(@file)
+    assert_equal [0, ""], [code, out]
+    assert_equal "sonde: wrote #{File.join(@dir, "app.html")}\n", err
+    assert File.exist?(File.join(@dir, "app.html"))
+  end
+
+  def test_output_and_title
+    output = File.join(@dir, "page.html")
+    code, = run_command(@file, "-o", output, "--title", "checkout service")
+    assert_equal 0, code
+    assert_includes File.read(output), "<title>checkout service - Sonde flame graph</title>"
+  end
+
+  def test_through_the_sonde_executable
+    output = File.join(@dir, "x.html")
+    _, stderr, status = run_sonde("flamegraph", @file, "-o", output)
+    assert status.success?, stderr
+    assert_equal "sonde: wrote #{output}\n", stderr
+  end
+
+  def test_open_without_a_browser_says_so
+    output = File.join(@dir, "x.html")
+    _, stderr, status = run_sonde("flamegraph", @file, "-o", output, "--open", env: { "PATH" => "/nonexistent", "BROWSER" => nil })
+    assert status.success?, stderr
+    assert_match(/sonde flamegraph: no browser found to open .*x\.html/, stderr)
+  end
+
+  def test_usage_errors
+    {
+      [] => /missing FILE/,
+      [@file, "--frobnicate"] => /unknown option --frobnicate/,
+      [@file, "-o"] => /-o needs a value/,
+      [@file, "b"] => /unexpected argument "b"/
+    }.each do |argv, pattern|
+      code, out, err = run_command(*argv)
+      assert_equal 2, code, argv.inspect
+      assert_equal "", out
+      assert_one_line_error(err, pattern)
+    end
+  end
+
+  def test_malformed_inputs
+    DerivedFixture.malformed(@dir).merge(File.join(@dir, "missing.pprof") => /no such file/, @dir => /is a directory/)
+                  .each do |path, message|
+      code, out, err = run_command(path, "-o", File.join(@dir, "out.html"))
+      assert_equal 1, code, path
+      assert_equal "", out
+      assert_one_line_error(err, /\Asonde flamegraph: #{Regexp.escape(path)}: .*#{message.source}/)
+      refute File.exist?(File.join(@dir, "out.html"))
+    end
+  end
+
+  def test_malformed_input_through_the_executable_has_no_backtrace
+    path = DerivedFixture.malformed(@dir).keys[1]
+    stdout, stderr, status = run_sonde("flamegraph", path)
+    assert_equal 1, status.exitstatus
+    assert_equal "", stdout
+    assert_equal ["sonde flamegraph: #{path}: not a pprof profile: truncated gzip data\n"], stderr.lines
+  end
+
+  def test_unwritable_output
+    code, _, err = run_command(@file, "-o", File.join(@dir, "no", "dir.html"))
+    assert_equal 1, code
+    assert_one_line_error(err, /cannot write .*dir\.html: No such file or directory/)
+  end
+end
