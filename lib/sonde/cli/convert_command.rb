@@ -4,6 +4,7 @@ require "optparse"
 require "sonde/errors"
 require "sonde/convert"
 require "sonde/cli/profile_input"
+require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
@@ -12,20 +13,12 @@ module Sonde
     # or to standard output. Errors are one line on err, never a backtrace:
     # 2 for usage, 1 for a bad file.
     class ConvertCommand
-      EXIT_OK = 0
-      EXIT_FILE_ERROR = 1
-      EXIT_USAGE_ERROR = 2
+      include ProfileFileCommand
+
       PREFIX = "sonde convert: "
       USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names]"
       FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope }.freeze
       STDOUT_NAME = "-"
-      EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
-
-      class UsageError < StandardError; end
-
-      def self.run(argv, out: $stdout, err: $stderr)
-        new(out: out, err: err).run(argv)
-      end
 
       def initialize(out:, err:)
         @out = out
@@ -43,7 +36,7 @@ module Sonde
 
         convert(file)
       rescue UsageError => e
-        fail_with(EXIT_USAGE_ERROR, "#{e.message} (usage: #{USAGE})")
+        usage_error(e)
       rescue Errno::EPIPE
         EXIT_OK # the reader went away (sonde convert x --to collapsed | head)
       end
@@ -51,19 +44,10 @@ module Sonde
       private
 
       def parse(argv)
-        rest = parser.parse(argv)
-        return nil if @help
-        raise UsageError, "missing FILE" if rest.empty?
-        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
-        raise UsageError, "missing --to (collapsed or speedscope)" unless @to
+        file = parse_file(argv)
+        raise UsageError, "missing --to (collapsed or speedscope)" unless @to || file.nil?
 
-        rest.first
-      rescue OptionParser::InvalidOption => e
-        raise UsageError, "unknown option #{e.args.first}"
-      rescue OptionParser::MissingArgument => e
-        raise UsageError, "#{e.args.first} needs a value"
-      rescue OptionParser::ParseError => e
-        raise UsageError, e.message
+        file
       end
 
       def parser
@@ -82,13 +66,8 @@ module Sonde
             @thread_names = value
           end
           opts.on("-h", "--help", "Show this help") { @help = true }
-          EXITING_BUILTINS.each { |name| opts.base.long.delete(name) }
+          remove_exiting_builtins(opts)
         end
-      end
-
-      def print_help
-        @out.puts parser.help
-        EXIT_OK
       end
 
       def convert(file)
@@ -117,10 +96,6 @@ module Sonde
         File.unlink(temporary) if temporary && File.exist?(temporary)
       end
 
-      def fail_with(code, message)
-        @err.puts "#{PREFIX}#{message}"
-        code
-      end
     end
   end
 end

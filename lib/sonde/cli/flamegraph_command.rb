@@ -4,6 +4,7 @@ require "optparse"
 require "sonde/errors"
 require "sonde/flamegraph"
 require "sonde/cli/profile_input"
+require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
@@ -11,18 +12,10 @@ module Sonde
     # the interactive flame graph page of a pprof profile. Errors are one
     # line on err, never a backtrace: 2 for usage, 1 for a bad file.
     class FlamegraphCommand
-      EXIT_OK = 0
-      EXIT_FILE_ERROR = 1
-      EXIT_USAGE_ERROR = 2
+      include ProfileFileCommand
+
       PREFIX = "sonde flamegraph: "
       USAGE = "sonde flamegraph FILE [-o OUT.html] [--title TEXT] [--open]"
-      EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
-
-      class UsageError < StandardError; end
-
-      def self.run(argv, out: $stdout, err: $stderr)
-        new(out: out, err: err).run(argv)
-      end
 
       def initialize(out:, err:)
         @out = out
@@ -39,24 +32,13 @@ module Sonde
 
         write(file, @output || Flamegraph.default_output(file))
       rescue UsageError => e
-        fail_with(EXIT_USAGE_ERROR, "#{e.message} (usage: #{USAGE})")
+        usage_error(e)
       end
 
       private
 
       def parse(argv)
-        rest = parser.parse(argv)
-        return nil if @help
-        raise UsageError, "missing FILE" if rest.empty?
-        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
-
-        rest.first
-      rescue OptionParser::InvalidOption => e
-        raise UsageError, "unknown option #{e.args.first}"
-      rescue OptionParser::MissingArgument => e
-        raise UsageError, "#{e.args.first} needs a value"
-      rescue OptionParser::ParseError => e
-        raise UsageError, e.message
+        parse_file(argv)
       end
 
       def parser
@@ -68,13 +50,8 @@ module Sonde
           opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = value }
           opts.on("--open", "Open the page in a browser once written") { @open = true }
           opts.on("-h", "--help", "Show this help") { @help = true }
-          EXITING_BUILTINS.each { |name| opts.base.long.delete(name) }
+          remove_exiting_builtins(opts)
         end
-      end
-
-      def print_help
-        @out.puts parser.help
-        EXIT_OK
       end
 
       def write(file, output)
@@ -96,10 +73,6 @@ module Sonde
         @err.puts "#{PREFIX}no browser found to open #{output} (set BROWSER, or install xdg-utils); open it yourself"
       end
 
-      def fail_with(code, message)
-        @err.puts "#{PREFIX}#{message}"
-        code
-      end
     end
   end
 end

@@ -5,6 +5,7 @@ require "sonde/errors"
 require "sonde/pprof"
 require "sonde/report"
 require "sonde/cli/profile_input"
+require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
@@ -14,23 +15,15 @@ module Sonde
     # callees. Errors are one line on err, never a backtrace; the exit code
     # says whose fault it was.
     class ReportCommand
-      EXIT_OK = 0
-      EXIT_FILE_ERROR = 1
-      EXIT_USAGE_ERROR = 2
+      include ProfileFileCommand
+
       PREFIX = "sonde report: "
       USAGE = "sonde report FILE [--by thread|state] [--sample cpu|wall] [--top N] [--focus REGEX] " \
               "[--ignore REGEX] [--lines] [--function NAME]"
       BY_CHOICES = { "thread" => :thread, "state" => :state }.freeze
       SAMPLE_CHOICES = { "cpu" => :cpu, "wall" => :wall }.freeze
-      EXITING_BUILTINS = %w[version *-completion-bash *-completion-zsh].freeze
 
       # A usage error, with the message to print after the prefix.
-      class UsageError < StandardError; end
-
-      def self.run(argv, out: $stdout, err: $stderr)
-        new(out: out, err: err).run(argv)
-      end
-
       def initialize(out:, err:)
         @out = out
         @err = err
@@ -44,7 +37,7 @@ module Sonde
 
         report(file)
       rescue UsageError => e
-        fail_with(EXIT_USAGE_ERROR, "#{e.message} (usage: #{USAGE})")
+        usage_error(e)
       rescue Errno::EPIPE
         EXIT_OK # the reader went away (sonde report x | head); nothing left to say
       end
@@ -52,18 +45,7 @@ module Sonde
       private
 
       def parse(argv)
-        rest = parser.parse(argv)
-        return nil if @help
-        raise UsageError, "missing FILE" if rest.empty?
-        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
-
-        rest.first
-      rescue OptionParser::InvalidOption => e
-        raise UsageError, "unknown option #{e.args.first}"
-      rescue OptionParser::MissingArgument => e
-        raise UsageError, "#{e.args.first} needs a value"
-      rescue OptionParser::ParseError => e
-        raise UsageError, e.message
+        parse_file(argv)
       end
 
       def parser
@@ -98,10 +80,6 @@ module Sonde
 
       # OptionParser's own --version and completion options call exit, which
       # a command that returns its exit code must never do.
-      def remove_exiting_builtins(opts)
-        EXITING_BUILTINS.each { |name| opts.base.long.delete(name) }
-      end
-
       def choice(option, value, choices)
         choices.fetch(value) do
           raise UsageError, "#{option}: #{value.inspect} is not accepted (expected #{choices.keys.join(" or ")})"
@@ -121,11 +99,6 @@ module Sonde
         raise UsageError, "#{option}: #{value.inspect} is not accepted (expected a positive integer)"
       end
 
-      def print_help
-        @out.puts parser.help
-        EXIT_OK
-      end
-
       # Only reading and options are rescued here; rendering errors (a closed
       # pipe) are left to run.
       def report(file)
@@ -140,10 +113,6 @@ module Sonde
         EXIT_OK
       end
 
-      def fail_with(code, message)
-        @err.puts "#{PREFIX}#{message}"
-        code
-      end
     end
   end
 end
