@@ -102,4 +102,29 @@ class SamplingTest < Minitest::Test
       refute_match(/truncated/, function_names(profile, sample).last.to_s)
     end
   end
+  # On 3.3 the GVL hooks only hear of a thread when it changes state; one
+  # asleep since before `require "sonde"` must still be sampled from the
+  # start, with its CPU clock found from its thread id.
+  def test_a_thread_asleep_since_before_sonde_loaded_is_sampled
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "early.pprof")
+      _stdout, stderr, status = run_ruby("-e", <<~RUBY)
+        def doze = sleep
+        early = Thread.new { doze }
+        early.name = "early"
+        sleep 0.1 until early.status == "sleep"
+        require "sonde"
+        Sonde.profile(out: #{out.inspect}, rate: 100) { sleep 1 }
+        early.kill
+      RUBY
+      assert status.success?, stderr
+      profile = Sonde::Pprof.read(out)
+      early = profile.samples.select { |s| thread_name(s) == "early" }
+      refute_empty early, "the early thread has samples"
+      assert(early.all? { |s| in_function?(profile, s, "Object#doze") }, "its stack is the one it slept in")
+      assert_equal ["sleeping"], early.map { |s| s.labels["state"] }.uniq
+      assert_within 1e9, total(profile, "wall-time") { |s| thread_name(s) == "early" }, 0.15, "its wall time"
+      assert_within 100, total(profile, "wall-samples") { |s| thread_name(s) == "early" }, 0.3, "its samples"
+    end
+  end
 end

@@ -18,7 +18,17 @@ int64_t clocks_epoch_ns(void) {
   return to_ns(&now);
 }
 
-bool clocks_thread_cpu_clock(pthread_t thread, clockid_t *clock) { return pthread_getcpuclockid(thread, clock) == 0; }
+// Linux encodes a thread's CPU clock as the complement of its tid, shifted
+// left by three, with the "per thread" bit (4) and the "sched" clock type
+// (2): see CPUCLOCK_* in the kernel's posix-timers.h. glibc's
+// pthread_getcpuclockid builds the same number from the thread's tid.
+#define THREAD_CPU_CLOCK_FLAGS 6
+
+bool clocks_thread_cpu_clock(int64_t tid, clockid_t *clock) {
+  if (tid <= 0 || tid > INT32_MAX) return false;
+  *clock = (clockid_t)((~(uint32_t)tid << 3) | THREAD_CPU_CLOCK_FLAGS); // two's complement, as the kernel reads it
+  return true;
+}
 
 int64_t clocks_cpu_ns(clockid_t clock) {
   struct timespec used;

@@ -3,7 +3,6 @@
 #ifndef SONDE_CLOCKS_H
 #define SONDE_CLOCKS_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -16,9 +15,11 @@ int64_t clocks_monotonic_ns(void);
 // Wall-clock (epoch) time in nanoseconds, for timestamps in profiles.
 int64_t clocks_epoch_ns(void);
 
-// The CPU clock of another thread. Returns false when the thread has none
-// (it exited, or the platform has no per-thread clocks).
-bool clocks_thread_cpu_clock(pthread_t thread, clockid_t *clock);
+// The CPU clock of a thread of this process, from its Linux thread id: the
+// clock id pthread_getcpuclockid would give for it, made without needing
+// its pthread_t (which Ruby's public API does not hand out for threads that
+// have not run since Sonde loaded). Returns false for an invalid tid.
+bool clocks_thread_cpu_clock(int64_t tid, clockid_t *clock);
 
 // CPU time consumed so far on that clock, in nanoseconds, or -1 when the
 // clock cannot be read (its thread is gone).

@@ -4,7 +4,9 @@
 // run with the GVL released. Each distinct frame is named once per export.
 //
 // Sample types, in the recorder's value order: cpu-time (nanoseconds),
-// cpu-samples (count), wall-time (nanoseconds), wall-samples (count). Labels: "thread id" (number),
+// cpu-samples (count), wall-time (nanoseconds), wall-samples (count), and
+// where the VM times GVL waits (Ruby 3.3+) gvl-wait-time (nanoseconds): the
+// part of wall-time the thread spent ready to run, queued for the GVL. Labels: "thread id" (number),
 // "thread name" and "state" (strings).
 #include "profile_export.h"
 
@@ -15,6 +17,7 @@
 #include "pprof.h"
 #include "stacks.h"
 #include "thread_context.h"
+#include "vm.h"
 
 typedef struct {
   const recorder *rec;
@@ -28,7 +31,10 @@ typedef struct {
   uint8_t *gzip;
   size_t gzip_length;
   int encode_status;
+  size_t value_count; // the recorder's values that are sample types here
 } export_run;
+
+_Static_assert(RECORDER_GVL_WAIT_NS == RECORDER_VALUE_COUNT - 1, "gvl-wait-time must be the last value: it is left out where unknown");
 
 static void *encode_without_gvl(void *arg) {
   export_run *run = arg;
@@ -73,6 +79,11 @@ static void add_header(export_run *run) {
   check(pprof_add_sample_type(builder, "cpu-samples", "count") == 0);
   check(pprof_add_sample_type(builder, "wall-time", "nanoseconds") == 0);
   check(pprof_add_sample_type(builder, "wall-samples", "count") == 0);
+  run->value_count = RECORDER_GVL_WAIT_NS;
+  if (vm_times_gvl_waits()) {
+    check(pprof_add_sample_type(builder, "gvl-wait-time", "nanoseconds") == 0);
+    run->value_count = RECORDER_GVL_WAIT_NS + 1;
+  }
   check(pprof_set_period(builder, "wall-time", "nanoseconds", run->times->period_ns) == 0);
   check(pprof_set_default_sample_type(builder, "cpu-time") == 0);
   pprof_set_time(builder, run->times->start_epoch_ns, run->times->duration_ns);
@@ -133,7 +144,7 @@ static void add_samples(export_run *run) {
       labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
       check(labels[3].str > 0 && labels[4].str > 0);
     }
-    check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, RECORDER_VALUE_COUNT, labels,
+    check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, run->value_count, labels,
                            label_count) == 0);
   }
 }

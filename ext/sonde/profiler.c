@@ -13,6 +13,7 @@
 
 #include "clocks.h"
 #include "profile_export.h"
+#include "signals.h"
 #include "stacks.h"
 #include "thread_context.h"
 #include "worker.h"
@@ -177,6 +178,8 @@ static VALUE stats_hash(const sonde_profiler *profiler) {
   PUT("max_frames", profiler->max_frames);
 #undef PUT
   rb_hash_aset(hash, ID2SYM(rb_intern("signals")), profiler->use_signals ? Qtrue : Qfalse);
+  rb_hash_aset(hash, ID2SYM(rb_intern("signal_handler_lost")),
+               profiler->use_signals && signals_sampling_handler_lost() ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("gc")), profiler->record_gc ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(profiler->pace.target_share * 100.0));
   return hash;

@@ -13,7 +13,14 @@
 #include <stdint.h>
 
 // Values kept per sample, in this order (the pprof sample types).
-enum { RECORDER_CPU_TIME_NS, RECORDER_CPU_SAMPLES, RECORDER_WALL_TIME_NS, RECORDER_WALL_SAMPLES, RECORDER_VALUE_COUNT };
+enum {
+  RECORDER_CPU_TIME_NS,
+  RECORDER_CPU_SAMPLES,
+  RECORDER_WALL_TIME_NS,
+  RECORDER_WALL_SAMPLES,
+  RECORDER_GVL_WAIT_NS, // exported only where the VM times GVL waits (Ruby 3.3+)
+  RECORDER_VALUE_COUNT
+};
 
 // One frame: frame_id is opaque to the recorder (the sampler stores a Ruby
 // VALUE there, or a synthetic id); line is the line executing in that frame.

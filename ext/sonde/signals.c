@@ -15,6 +15,10 @@
 
 static volatile signals_callback sampling_callback;
 
+// Set by the trigger thread when it finds that another library replaced the
+// sampling handler while Sonde ran; cleared when the handler is installed.
+static volatile bool sampling_handler_lost;
+
 static void sampling_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
   signals_callback callback = sampling_callback;
@@ -71,12 +75,29 @@ bool signals_install_sampling_handler(signals_callback on_signal, char *error, s
     return false;
   }
   sampling_callback = on_signal;
+  sampling_handler_lost = false;
   if (!install(sampling_handler)) {
     snprintf(error, error_size, "could not install the SIGPROF handler: %s", strerror(errno));
     return false;
   }
   return true;
 }
+
+bool signals_sampling_handler_in_place(void) {
+  if (sampling_handler_lost) return false;
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == sampling_handler) {
+    return true;
+  }
+  // Taken over (or unreadable, which cannot be told apart from it): a signal
+  // sent now could land in someone else's handler, or kill the process if
+  // they reset SIGPROF to its default.
+  sampling_handler_lost = true;
+  return false;
+}
+
+bool signals_sampling_handler_lost(void) { return sampling_handler_lost; }
 
 void signals_install_empty_handler(void) {
   struct sigaction current;

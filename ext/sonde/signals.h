@@ -18,6 +18,17 @@ typedef void (*signals_callback)(void);
 // it into error. Also returns false (with the reason) if sigaction fails.
 bool signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size);
 
+// Whether SIGPROF's handler is still Sonde's sampling handler. Once it is
+// not (another library installed its own while Sonde ran, or reset SIGPROF
+// to its default), returns false until the next install, without looking
+// again: Sonde never takes SIGPROF back during a run. For the trigger
+// thread, before each signal; a syscall, async-signal-safe.
+bool signals_sampling_handler_in_place(void);
+
+// True once signals_sampling_handler_in_place has found the handler gone,
+// until the next install.
+bool signals_sampling_handler_lost(void);
+
 // Replaces the sampling handler by one that does nothing. Idempotent.
 void signals_install_empty_handler(void);
 

@@ -33,6 +33,7 @@ typedef struct {
   uint64_t last_seen_pass;
   int64_t gc_cpu_ns_to_deduct; // GC time already charged to "Garbage Collection"
   int64_t gc_wall_ns_to_deduct;
+  vm_gvl_times gvl_at_previous_sample; // where backends time GVL waits
 } thread_context;
 
 struct thread_contexts {
@@ -177,7 +178,7 @@ static thread_context *context_for(thread_contexts *contexts, const vm_thread_in
   if (context == NULL) return NULL;
   context->handle = info->handle;
   context->native_tid = info->native_tid;
-  context->has_cpu_clock = clocks_thread_cpu_clock(info->pthread, &context->cpu_clock);
+  context->has_cpu_clock = clocks_thread_cpu_clock(info->native_tid, &context->cpu_clock);
   context->name_source = Qundef;
   st_insert(contexts->by_handle, (st_data_t)info->handle, (st_data_t)context);
   *is_new = true;
@@ -209,17 +210,17 @@ static bool is_profiler_thread(const sonde_profiler *profiler, VALUE thread) {
   return false;
 }
 
-static void list_threads(sonde_profiler *profiler) {
+static void list_threads(sonde_profiler *profiler, int64_t now) {
   thread_contexts *contexts = profiler->contexts;
   contexts->thread_count = 0;
   contexts->pass++;
-  vm_each_thread(collect_thread, contexts);
+  vm_each_thread(now, collect_thread, contexts);
 }
 
 void thread_contexts_baseline(sonde_profiler *profiler) {
   thread_contexts *contexts = profiler->contexts;
   int64_t now = clocks_monotonic_ns();
-  list_threads(profiler);
+  list_threads(profiler, now);
   for (size_t i = 0; i < contexts->thread_count; i++) {
     bool is_new;
     thread_context *context = context_for(contexts, &contexts->threads[i], &is_new);
@@ -227,6 +228,7 @@ void thread_contexts_baseline(sonde_profiler *profiler) {
     name_thread(context, &contexts->threads[i]);
     context->cpu_ns_at_previous_sample = cpu_now(context);
     context->wall_ns_at_previous_sample = now;
+    context->gvl_at_previous_sample = contexts->threads[i].gvl_times;
     context->last_seen_pass = contexts->pass;
   }
   profiler->previous_pass_ns = now;
@@ -237,6 +239,65 @@ static int64_t deduct(int64_t delta, int64_t *already_charged) {
   int64_t taken = *already_charged < delta ? *already_charged : delta;
   *already_charged -= taken;
   return delta - taken;
+}
+
+// Where a thread's wall time since its previous sample went. Without GVL
+// times (Ruby 3.1) all of it goes to the state the thread is in now; with
+// them (3.3+) each part goes to what the thread really did: holding the
+// GVL, waiting for it, or off it. Time the GVL times do not cover (a thread
+// met after its previous pass) goes to the state it is in now.
+typedef struct {
+  int64_t holding, waiting, off;
+} wall_split;
+
+static int64_t clamp_delta(int64_t now, int64_t before) { return now > before ? now - before : 0; }
+
+static int64_t *part_for_state(wall_split *split, vm_thread_state state) {
+  switch (state) {
+    case VM_THREAD_RUNNING:
+      return &split->holding;
+    case VM_THREAD_WAITING_FOR_GVL:
+      return &split->waiting;
+    default:
+      return &split->off;
+  }
+}
+
+static wall_split split_wall_time(thread_context *context, const vm_thread_info *info, bool is_new, int64_t wall_delta) {
+  wall_split split = {0};
+  if (info->has_gvl_times) {
+    const vm_gvl_times *before = &context->gvl_at_previous_sample, *now = &info->gvl_times;
+    vm_gvl_times zero = {0};
+    if (is_new) before = &zero;
+    split.holding = clamp_delta(now->holding_gvl_ns, before->holding_gvl_ns);
+    split.waiting = clamp_delta(now->waiting_for_gvl_ns, before->waiting_for_gvl_ns);
+    split.off = clamp_delta(now->off_gvl_ns, before->off_gvl_ns);
+    context->gvl_at_previous_sample = *now;
+    // A thread's first sample: its record's times cover its whole life
+    // since Sonde met it, which may be longer than one pass (a busy pass
+    // rate, or a thread born READY and not listed yet).
+    int64_t lifetime = split.holding + split.waiting + split.off;
+    if (is_new && lifetime > wall_delta) wall_delta = lifetime;
+  }
+  // The parts never add up to more than the wall time, nor to less.
+  int64_t *parts[] = {&split.off, &split.waiting, &split.holding};
+  int64_t room = wall_delta;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    if (*parts[i] > room) *parts[i] = room;
+    room -= *parts[i];
+  }
+  *part_for_state(&split, info->state) += room;
+  return split;
+}
+
+static bool record_part(sonde_profiler *profiler, const thread_context *context, const vm_thread_info *info,
+                        uint32_t depth, vm_thread_state state, const int64_t values[RECORDER_VALUE_COUNT]) {
+  if (recorder_record(profiler_active_recorder(profiler), profiler->frame_buffer, depth, info->native_tid, context->name,
+                      (uint8_t)state, values) != 0) {
+    profiler->stats.dropped_samples++;
+    return false;
+  }
+  return true;
 }
 
 static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, int64_t now, bool *someone_on_cpu) {
@@ -256,25 +317,45 @@ static void sample_thread(sonde_profiler *profiler, const vm_thread_info *info, 
   int64_t cpu_before = is_new ? 0 : context->cpu_ns_at_previous_sample;
   int64_t wall_before = is_new ? profiler->previous_pass_ns : context->wall_ns_at_previous_sample;
   int64_t cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
-  int64_t wall_delta = now > wall_before ? now - wall_before : 0;
   cpu_delta = deduct(cpu_delta, &context->gc_cpu_ns_to_deduct);
-  wall_delta = deduct(wall_delta, &context->gc_wall_ns_to_deduct);
+  wall_split split = split_wall_time(context, info, is_new, clamp_delta(now, wall_before));
+  // GC runs holding the GVL: its time is part of "holding" where GVL times
+  // tell that part apart, else of the state now.
+  split.holding = deduct(split.holding, &context->gc_wall_ns_to_deduct);
+  int64_t *now_part = part_for_state(&split, info->state);
+  *now_part = deduct(*now_part, &context->gc_wall_ns_to_deduct);
   context->cpu_ns_at_previous_sample = cpu;
   context->wall_ns_at_previous_sample = now;
 
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) *someone_on_cpu = true;
-  int64_t values[RECORDER_VALUE_COUNT] = {
-      [RECORDER_CPU_TIME_NS] = cpu_delta,
-      [RECORDER_CPU_SAMPLES] = on_cpu ? 1 : 0,
-      [RECORDER_WALL_TIME_NS] = wall_delta,
-      [RECORDER_WALL_SAMPLES] = 1,
-  };
   uint32_t depth = stacks_collect(info->handle, profiler->frame_buffer, profiler->max_frames);
-  if (recorder_record(profiler_active_recorder(profiler), profiler->frame_buffer, depth, info->native_tid, context->name,
-                      (uint8_t)info->state, values) != 0) {
-    profiler->stats.dropped_samples++;
-    return;
+
+  // One sample per part, all on the stack the thread has now. The sample
+  // count goes with the state the thread is in now; CPU time with the part
+  // that held the GVL when there is one (threads burn CPU there), else with
+  // the state now (C code burning CPU without the GVL).
+  vm_thread_state off_state = info->has_gvl_times ? info->off_gvl_state : info->state;
+  int64_t *cpu_part = split.holding > 0 ? &split.holding : now_part;
+  struct {
+    vm_thread_state state;
+    int64_t *wall;
+  } parts[] = {
+      {VM_THREAD_RUNNING, &split.holding},
+      {VM_THREAD_WAITING_FOR_GVL, &split.waiting},
+      {off_state, &split.off},
+  };
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    bool is_now = parts[i].wall == now_part, is_cpu = parts[i].wall == cpu_part;
+    if (*parts[i].wall == 0 && !is_now && !is_cpu) continue;
+    int64_t values[RECORDER_VALUE_COUNT] = {
+        [RECORDER_CPU_TIME_NS] = is_cpu ? cpu_delta : 0,
+        [RECORDER_CPU_SAMPLES] = is_now && on_cpu ? 1 : 0,
+        [RECORDER_WALL_TIME_NS] = *parts[i].wall,
+        [RECORDER_WALL_SAMPLES] = is_now ? 1 : 0,
+        [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
+    };
+    if (!record_part(profiler, context, info, depth, parts[i].state, values)) return;
   }
   profiler->stats.thread_samples++;
 }
@@ -285,7 +366,7 @@ void thread_contexts_sample_all(sonde_profiler *profiler) {
   int64_t now = clocks_monotonic_ns();
   bool someone_on_cpu = false;
   size_t threads_sampled = 0;
-  list_threads(profiler);
+  list_threads(profiler, now);
   for (size_t i = 0; i < contexts->thread_count; i++) {
     const vm_thread_info *info = &contexts->threads[i];
     if (is_profiler_thread(profiler, info->thread)) continue;

@@ -24,15 +24,28 @@ typedef enum {
   VM_THREAD_STATE_COUNT
 } vm_thread_state;
 
+// Where a thread's wall time went, by what the GVL events say it was doing:
+// cumulative nanoseconds since Sonde first met the thread, up to the time
+// passed to vm_each_thread. Only backends with GVL hooks know this.
+typedef struct {
+  int64_t holding_gvl_ns;     // RESUMED until SUSPENDED: running Ruby (or C with the GVL)
+  int64_t waiting_for_gvl_ns; // READY until RESUMED: runnable, queued for the GVL
+  int64_t off_gvl_ns;         // SUSPENDED until READY: sleeping, blocked in IO or C code
+} vm_gvl_times;
+
 // One live Ruby thread of the main Ractor, as seen while holding the GVL.
 typedef struct {
   const void *handle; // opaque: the VM's thread struct; valid while the GVL is held
   VALUE thread;       // the Thread object
-  pthread_t pthread;
   int64_t native_tid; // Linux thread id, as Thread#native_thread_id
   vm_thread_state state;
   bool is_main;
   VALUE name; // Thread#name, or Qnil
+  bool has_gvl_times;    // false on backends without GVL hooks (Ruby 3.1, 3.2)
+  vm_gvl_times gvl_times;
+  // What the thread did during its off_gvl_ns time, as far as its leaf
+  // frame tells: VM_THREAD_SLEEPING or VM_THREAD_BLOCKED. Set with gvl_times.
+  vm_thread_state off_gvl_state;
 } vm_thread_info;
 
 typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
@@ -40,8 +53,13 @@ typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
 // Remembers the main Ractor. Call once with the GVL, on the main Ractor.
 void vm_init(void);
 
-// Calls visit for every living thread of the main Ractor. Needs the GVL.
-void vm_each_thread(vm_thread_visitor visit, void *data);
+// Calls visit for every living thread of the main Ractor, with GVL times as
+// of now_ns (monotonic) where the backend has them. Needs the GVL.
+void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data);
+
+// Whether this backend times each thread's GVL waits (vm_thread_info's
+// gvl_times): Ruby 3.3+, through the GVL instrumentation hooks.
+bool vm_times_gvl_waits(void);
 
 // Signal-safe, no GVL needed: reads which pthread holds the main Ractor's GVL.
 // Returns false when no thread holds it. The read is racy by nature: the

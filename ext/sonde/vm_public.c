@@ -15,12 +15,18 @@
 // - Everything else runs with the GVL (a sampling pass), which is what keeps
 //   other threads' frames still and stops threads from dying while we read.
 //
-// What a thread record knows, and since when: its pthread and tid are those
-// of the native thread that took the GVL for it first after Sonde loaded.
-// A thread that existed before and has not touched the GVL since (asleep
-// since before Sonde.start, say) has no record yet and is not sampled until
-// it does: its pthread, which the CPU clock needs, cannot be learned from
-// another thread through a public API.
+// What a thread record knows, and since when: its tid from the start, its
+// pthread from its first GVL switch (RESUMED runs on the thread itself).
+// A thread that existed before Sonde loaded gets its record at the first
+// sampling pass that meets it, from Thread#native_thread_id; its CPU clock
+// comes from the tid, so it is sampled from then on.
+//
+// GVL times: each record keeps what its thread's events say it did, and
+// since when: time holding the GVL, waiting for it, and off it. A hook
+// writes them, a sampling pass reads them from another thread, so they sit
+// behind a sequence counter (odd while a hook writes; a reader that sees it
+// move reads again). Only the thread's own events write its record, and
+// Ruby sends one thread's events one after another, so there is one writer.
 #include <ruby.h>
 #include <ruby/debug.h>
 #include <ruby/st.h>
@@ -32,6 +38,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "vm.h"
 
 // The GVL owner is kept as one word so that hooks, the trigger thread and
@@ -42,31 +49,80 @@ _Static_assert(sizeof(pthread_t) == sizeof(uintptr_t), "pthread_t must fit an at
 
 static uintptr_t gvl_owner = NO_GVL_OWNER;
 
-// The last GVL event a thread reported.
+// The last GVL event a thread reported; also indexes thread_record.total_ns.
 typedef enum {
   GVL_EVENT_READY,     // asked for the GVL: waiting for it
   GVL_EVENT_RESUMED,   // holds it
   GVL_EVENT_SUSPENDED, // let go of it: blocked, sleeping, or about to be READY again
+  GVL_EVENT_COUNT
 } gvl_event;
 
 typedef struct {
-  pthread_t pthread;
+  pthread_t pthread; // 0 until the thread's first RESUMED since Sonde met it
   pid_t tid;
   pid_t pid; // the process the record was made in: after fork only the forking thread's is true
-  int last_event; // a gvl_event; written by the thread's own hooks, read by sampling passes
+  // Written by the thread's own hooks, read by sampling passes, all atomic:
+  unsigned sequence;            // odd while a hook writes the three fields below
+  int last_event;               // a gvl_event
+  int64_t since_ns;             // when last_event happened (monotonic)
+  int64_t total_ns[GVL_EVENT_COUNT]; // time spent after each event, up to since_ns
 } thread_record;
 
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
 
-static thread_record *new_record_for_current_thread(void) {
-  thread_record *record = malloc(sizeof(*record));
+static thread_record *new_record(pthread_t pthread, pid_t tid, gvl_event event) {
+  thread_record *record = calloc(1, sizeof(*record));
   if (record == NULL) return NULL;
-  record->pthread = pthread_self();
-  record->tid = (pid_t)syscall(SYS_gettid); // gettid() itself needs glibc 2.30
+  record->pthread = pthread;
+  record->tid = tid;
   record->pid = getpid();
-  record->last_event = GVL_EVENT_RESUMED;
+  record->last_event = event;
+  record->since_ns = clocks_monotonic_ns();
   return record;
+}
+
+static thread_record *new_record_for_current_thread(void) {
+  return new_record(pthread_self(), (pid_t)syscall(SYS_gettid), GVL_EVENT_RESUMED); // gettid() needs glibc 2.30
+}
+
+// The writer's half of the sequence counter: closes the time since the
+// previous event and opens the next one's.
+static void record_event(thread_record *record, gvl_event event) {
+  int64_t now = clocks_monotonic_ns();
+  unsigned sequence = __atomic_load_n(&record->sequence, __ATOMIC_RELAXED);
+  __atomic_store_n(&record->sequence, sequence + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  int previous = __atomic_load_n(&record->last_event, __ATOMIC_RELAXED);
+  int64_t since = __atomic_load_n(&record->since_ns, __ATOMIC_RELAXED);
+  if (now > since) {
+    int64_t total = __atomic_load_n(&record->total_ns[previous], __ATOMIC_RELAXED);
+    __atomic_store_n(&record->total_ns[previous], total + (now - since), __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&record->since_ns, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&record->last_event, (int)event, __ATOMIC_RELAXED);
+  __atomic_store_n(&record->sequence, sequence + 2, __ATOMIC_RELEASE);
+}
+
+// The reader's half: a consistent copy of the times as of now_ns. A hook
+// writes a handful of words, so a retry is rare and short.
+static void read_times(const thread_record *record, int64_t now_ns, int *last_event, vm_gvl_times *times) {
+  int64_t totals[GVL_EVENT_COUNT], since;
+  int event;
+  for (;;) {
+    unsigned before = __atomic_load_n(&record->sequence, __ATOMIC_ACQUIRE);
+    if (before & 1) continue;
+    event = __atomic_load_n(&record->last_event, __ATOMIC_RELAXED);
+    since = __atomic_load_n(&record->since_ns, __ATOMIC_RELAXED);
+    for (int i = 0; i < GVL_EVENT_COUNT; i++) totals[i] = __atomic_load_n(&record->total_ns[i], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&record->sequence, __ATOMIC_RELAXED) == before) break;
+  }
+  if (now_ns > since) totals[event] += now_ns - since;
+  *last_event = event;
+  times->holding_gvl_ns = totals[GVL_EVENT_RESUMED];
+  times->waiting_for_gvl_ns = totals[GVL_EVENT_READY];
+  times->off_gvl_ns = totals[GVL_EVENT_SUSPENDED];
 }
 
 static void set_gvl_owner_to_current_thread(void) {
@@ -80,6 +136,7 @@ static void set_gvl_owner_to_current_thread(void) {
 // whichever native thread runs the hook.
 static void clear_gvl_owner_if(const thread_record *record) {
   uintptr_t leaving = (uintptr_t)record->pthread;
+  if (leaving == NO_GVL_OWNER) return;
   __atomic_compare_exchange_n(&gvl_owner, &leaving, NO_GVL_OWNER, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
@@ -98,17 +155,28 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       record = new_record_for_current_thread();
       if (record == NULL) return; // out of memory: this thread is not sampled
       rb_internal_thread_specific_set(thread, record_key, record);
+    } else {
+      // Made before the thread first ran here: now its pthread (and tid) are known.
+      if (record->pthread == 0) record->pthread = pthread_self();
+      if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
+      record_event(record, GVL_EVENT_RESUMED);
     }
     set_gvl_owner_to_current_thread();
-    __atomic_store_n(&record->last_event, GVL_EVENT_RESUMED, __ATOMIC_RELAXED);
+    return;
+  }
+  // A new thread's first READY runs on the thread that created it: the
+  // record starts its wait for the GVL, pthread and tid come at RESUMED.
+  if (record == NULL && (event & RUBY_INTERNAL_THREAD_EVENT_READY)) {
+    record = new_record(0, 0, GVL_EVENT_READY);
+    if (record != NULL) rb_internal_thread_specific_set(thread, record_key, record);
     return;
   }
   if (record == NULL) return;
   if (event & RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
-    __atomic_store_n(&record->last_event, GVL_EVENT_SUSPENDED, __ATOMIC_RELAXED);
+    record_event(record, GVL_EVENT_SUSPENDED);
     clear_gvl_owner_if(record);
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_READY) {
-    __atomic_store_n(&record->last_event, GVL_EVENT_READY, __ATOMIC_RELAXED);
+    record_event(record, GVL_EVENT_READY);
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_EXITED) {
     rb_internal_thread_specific_set(thread, record_key, NULL);
     free(record);
@@ -170,13 +238,28 @@ static bool leaf_is_a_sleep(VALUE thread) {
 // GVL event says whether they queue for it or wait for something else.
 // A thread SUSPENDED by the timer (its time slice is over) is READY right
 // after, so SUSPENDED as last event means it waits outside the GVL.
-static vm_thread_state state_of(VALUE thread, const thread_record *record) {
+static vm_thread_state state_of(VALUE thread, int last_event) {
   if (thread == rb_thread_current()) return VM_THREAD_RUNNING;
-  switch (__atomic_load_n(&record->last_event, __ATOMIC_RELAXED)) {
+  switch (last_event) {
     case GVL_EVENT_SUSPENDED:
       return leaf_is_a_sleep(thread) ? VM_THREAD_SLEEPING : VM_THREAD_BLOCKED;
     default:
       return VM_THREAD_WAITING_FOR_GVL;
+  }
+}
+
+// What a thread did off the GVL. A thread out of its sleep or IO but still
+// queued for the GVL has not run Ruby since: its leaf is still the call that
+// let go. For the running thread the leaf has moved on: "blocked" says less.
+static vm_thread_state off_gvl_state_of(VALUE thread, vm_thread_state state) {
+  switch (state) {
+    case VM_THREAD_SLEEPING:
+    case VM_THREAD_BLOCKED:
+      return state;
+    case VM_THREAD_WAITING_FOR_GVL:
+      return leaf_is_a_sleep(thread) ? VM_THREAD_SLEEPING : VM_THREAD_BLOCKED;
+    default:
+      return VM_THREAD_BLOCKED;
   }
 }
 
@@ -194,32 +277,64 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
   return fresh;
 }
 
-static ID id_list, id_name;
+static ID id_list, id_name, id_native_thread_id;
+
+// A thread that has not touched the GVL since Sonde loaded (it was asleep or
+// blocked already) has no record: make one from its tid. It does not hold
+// the GVL (this pass does), and its own hooks cannot write the record before
+// it is set: they find none and wait for the next event. Its pthread comes
+// with its first RESUMED.
+static thread_record *record_of_thread_met_late(VALUE thread) {
+  VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+  if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL; // no native thread yet
+  thread_record *record = new_record(0, (pid_t)FIX2LONG(tid), GVL_EVENT_SUSPENDED);
+  if (record != NULL) rb_internal_thread_specific_set(thread, record_key, record);
+  return record;
+}
+
+static thread_record *record_of(VALUE thread, VALUE current, pid_t pid) {
+  if (thread == current) return record_of_current_thread(thread, pid);
+  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+  if (record == NULL) return record_of_thread_met_late(thread);
+  // Born READY and not run yet: 1:1 threads get their native thread before
+  // they first queue for the GVL, so Ruby knows the tid already. Only this
+  // pass and the thread's RESUMED write tid, and both need the GVL.
+  if (record->tid == 0) {
+    VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+    if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL;
+    record->tid = (pid_t)FIX2LONG(tid);
+  }
+  return record;
+}
+
+bool vm_times_gvl_waits(void) { return true; }
 
 // Thread.list allocates one Array per pass. Accepted: it is the main
 // Ractor's exact list of living threads (a registry kept by hooks could not
 // tell Ractors apart, nor see threads born before Sonde loaded, nor forget
 // threads lost in a fork), and one small array per pass is little next to
 // the frames and clocks read for every thread.
-void vm_each_thread(vm_thread_visitor visit, void *data) {
+void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
   VALUE current = rb_thread_current(), main_thread = rb_thread_main();
   pid_t pid = getpid();
 
   for (long i = 0; i < RARRAY_LEN(threads); i++) {
     VALUE thread = RARRAY_AREF(threads, i);
-    thread_record *record = thread == current ? record_of_current_thread(thread, pid)
-                                              : rb_internal_thread_specific_get(thread, record_key);
-    if (record == NULL || record->pid != pid) continue; // not seen since Sonde loaded; see the top of the file
+    thread_record *record = record_of(thread, current, pid);
+    if (record == NULL || record->pid != pid) continue; // no native thread yet, or out of memory
+    int last_event;
     vm_thread_info info = {
         .handle = (const void *)thread,
         .thread = thread,
-        .pthread = record->pthread,
         .native_tid = record->tid,
-        .state = state_of(thread, record),
         .is_main = thread == main_thread,
         .name = rb_funcall(thread, id_name, 0),
+        .has_gvl_times = true,
     };
+    read_times(record, now_ns, &last_event, &info.gvl_times);
+    info.state = state_of(thread, last_event);
+    info.off_gvl_state = off_gvl_state_of(thread, info.state);
     visit(&info, data);
   }
   RB_GC_GUARD(threads);
@@ -337,6 +452,7 @@ void vm_init(void) {
   refuse_mn_threads();
   id_list = rb_intern("list");
   id_name = rb_intern("name");
+  id_native_thread_id = rb_intern("native_thread_id");
   sleep_verdicts = st_init_numtable();
   record_key = rb_internal_thread_specific_key_create(); // raises ThreadError when Ruby has no key left
   rb_internal_thread_add_event_hook(on_thread_event_without_gvl,

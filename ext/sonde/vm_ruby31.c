@@ -80,14 +80,16 @@ static vm_thread_state state_of(const rb_thread_t *thread) {
   }
 }
 
-void vm_each_thread(vm_thread_visitor visit, void *data) {
+// Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
+bool vm_times_gvl_waits(void) { return false; }
+
+void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   rb_thread_t *thread = NULL;
   list_for_each(&main_ractor->threads.set, thread, lt_node) {
     if (thread->status == THREAD_KILLED || thread->ec == NULL) continue;
     vm_thread_info info = {
         .handle = thread,
         .thread = thread->self,
-        .pthread = thread->thread_id,
         .native_tid = thread->tid,
         .state = state_of(thread),
         .is_main = thread == main_ractor->threads.main,

@@ -146,9 +146,25 @@ static void on_sigprof_from_signal_handler(void) {
   }
 }
 
+// Whether this tick may send SIGPROF. Another library may install its own
+// SIGPROF handler while Sonde runs (StackProf.start, a trap("PROF")); our
+// signals would then land in its handler, and once it resets SIGPROF to
+// the default (trap("PROF", "DEFAULT")) the next one would kill the process.
+// So the handler is checked before every signal; once it is gone, Sonde goes
+// on as in no-signals mode until it stops (Sonde.stats[:signal_handler_lost]).
+// A library that swaps the handler between the check and pthread_kill, a
+// window of microseconds, still gets one signal.
+static bool may_send_signals(sonde_profiler *profiler) {
+  if (!profiler->use_signals || signals_sampling_handler_lost()) return false;
+  if (signals_sampling_handler_in_place()) return true;
+  fprintf(stderr, "sonde: another SIGPROF handler replaced Sonde's while it ran; Sonde leaves it in place, "
+                  "sends no more signals and samples as in no-signals mode until it stops\n");
+  return false;
+}
+
 static void trigger_one_sample(sonde_profiler *profiler) {
   pthread_t owner;
-  if (profiler->use_signals && vm_gvl_owner_from_any_thread(&owner)) {
+  if (may_send_signals(profiler) && vm_gvl_owner_from_any_thread(&owner)) {
     if (signals_send_sigprof(owner)) {
       STATS_ADD(profiler, signals_sent, 1);
     } else {

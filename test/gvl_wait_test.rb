@@ -1,0 +1,83 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# GVL wait (Ruby 3.3+, where the GVL hooks time it): the wall time a thread
+# spends ready to run but queued for the GVL is its own state, "waiting for
+# gvl", and a sample type, gvl-wait-time. Four threads burning CPU share one
+# GVL, so each should wait about 3/4 of its wall time and run 1/4.
+class GvlWaitTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    skip "GVL wait is timed from Ruby 3.3 on (GVL hooks)" unless Sonde::Platform.backend == :public_api
+    @dir = Dir.mktmpdir("sonde-gvl")
+    @out = File.join(@dir, "gvl.pprof")
+    @facts = run_workload("gvl_contention", @out, "2.0")
+    @profile = Sonde::Pprof.read(@out)
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def contenders
+    @facts.fetch("threads").keys
+  end
+
+  def wall_by_state(thread)
+    wall = Hash.new(0)
+    index = @profile.value_index("wall-time")
+    @profile.samples.each do |sample|
+      wall[sample.labels["state"]] += sample.values[index] if thread_name(sample) == thread
+    end
+    wall
+  end
+
+  # Together the four hold the GVL all the time, so their waits add up to
+  # 3/4 of their wall time whatever the OS does; one thread alone can be
+  # luckier or unluckier (a 2 s run is some twenty 100 ms time slices).
+  def test_each_contender_waits_for_the_gvl_about_three_quarters_of_its_wall_time
+    assert_equal 4, contenders.size
+    walls = contenders.to_h { |thread| [thread, wall_by_state(thread)] }
+    walls.each do |thread, wall|
+      total = wall.values.sum
+      assert_within @facts["threads"][thread]["wall"] * 1e9, total, 0.15, "#{thread}: profile wall time vs the thread's own"
+      share = wall["waiting for gvl"].to_f / total
+      assert share.between?(0.5, 0.9), "#{thread}: #{(share * 100).round}% of wall time waiting for the GVL, " \
+                                       "expected about 75% (#{wall.inspect})"
+      assert_in_delta total, wall["waiting for gvl"] + wall["running"], total * 0.05,
+                      "#{thread}: it only ran or waited (#{wall.inspect})"
+    end
+    all = walls.values.sum { |wall| wall.values.sum }
+    waiting = walls.values.sum { |wall| wall["waiting for gvl"] }
+    assert_within 0.75, waiting.to_f / all, 0.08, "the four threads' share of wall time waiting for the GVL"
+  end
+
+  def test_cpu_time_is_about_a_quarter_of_wall_time_and_matches_the_thread_clock
+    cpu_index = @profile.value_index("cpu-time")
+    contenders.each do |thread|
+      cpu = total(@profile, "cpu-time") { |s| thread_name(s) == thread }
+      assert_within @facts["threads"][thread]["cpu"] * 1e9, cpu, 0.2, "#{thread}: cpu-time vs its thread clock"
+      share = cpu.to_f / wall_by_state(thread).values.sum
+      assert share.between?(0.1, 0.4), "#{thread}: CPU is #{(share * 100).round}% of wall, expected about 25%"
+      waiting_cpu = @profile.samples.select { |s| thread_name(s) == thread && s.labels["state"] == "waiting for gvl" }
+                            .sum { |s| s.values[cpu_index] }
+      assert_operator waiting_cpu, :<, cpu * 0.05, "#{thread}: CPU time goes with running, not with waiting"
+    end
+  end
+
+  def test_gvl_wait_time_sample_type_equals_the_waiting_wall_time
+    assert_includes @profile.sample_types.map(&:first), "gvl-wait-time"
+    contenders.each do |thread|
+      gvl_wait = total(@profile, "gvl-wait-time") { |s| thread_name(s) == thread }
+      assert_equal wall_by_state(thread)["waiting for gvl"], gvl_wait, "#{thread}: gvl-wait-time"
+    end
+  end
+
+  def test_report_by_state_shows_the_wait
+    stdout, stderr, status = run_sonde("report", "--by", "state", "--sample", "wall", @out)
+    assert status.success?, stderr
+    assert_match(/waiting for gvl/, stdout)
+  end
+end
