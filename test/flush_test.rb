@@ -26,9 +26,8 @@ class FlushTest < Minitest::Test
         decoded = profile.decode
         %w[cpu-samples wall-samples].to_h { |t| [t, decoded.samples.sum { |s| s.values[decoded.value_index(t)] }] }
       end
-      starts = profiles.map { |p| p.start_time.to_r }
-      ends = profiles.map { |p| p.start_time.to_r + p.duration }
-      puts JSON.generate(sums: sums, stats: Sonde.stats, starts: starts.map(&:to_f), ends: ends.map(&:to_f))
+      bounds = profiles.map { |p| d = p.decode; [d.time_nanos, d.time_nanos + d.duration_nanos] }
+      puts JSON.generate(sums: sums, stats: Sonde.stats, starts: bounds.map(&:first), ends: bounds.map(&:last))
     RUBY
     assert status.success?, stderr
     facts = JSON.parse(stdout)
@@ -38,10 +37,8 @@ class FlushTest < Minitest::Test
     assert_equal facts["stats"]["thread_samples"], sums.sum { |s| s["wall-samples"] }, "wall-samples over all flushes"
     assert_equal 20, facts["stats"]["flushes"]
     assert_operator sums.count { |s| s["cpu-samples"].positive? }, :>=, 14, "most periods have samples"
-    # Periods follow each other with no gap and no overlap.
-    facts["ends"][0...-1].zip(facts["starts"][1..]).each do |ended, started|
-      assert_in_delta ended, started, 0.002
-    end
+    # Periods follow each other with no gap and no overlap, to the nanosecond.
+    assert_equal facts["ends"][0...-1], facts["starts"][1..]
   end
 
   def test_flush_when_not_running

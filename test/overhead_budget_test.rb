@@ -12,14 +12,18 @@ class OverheadBudgetTest < Minitest::Test
     target_percent / 100.0 / duration
   end
 
+  # The budget is spent in CPU time (pacing.h); the wall time of the same
+  # passes is looser: a loaded machine deschedules some of them.
   def test_five_hundred_threads_three_hundred_deep_stay_under_one_percent
     facts = run_workload("many_deep_threads", "500", "300", "4", "1.0")
     stats = facts["stats"]
-    share = stats["sampling_time_ns_total"] / 1e9 / facts["duration"]
-    average_pass = stats["sampling_time_ns_avg"] / 1e6
-    assert_operator share, :<=, 0.01 + allowance(1.0, facts["duration"]),
-                    "sampling took #{(share * 100).round(3)}% of wall time (#{stats["samples"]} passes of " \
-                    "#{average_pass.round(2)} ms)"
+    charged = stats["pacing_charged_ns_total"] / 1e9 / facts["duration"]
+    wall = stats["sampling_time_ns_total"] / 1e9 / facts["duration"]
+    summary = "charged #{(charged * 100).round(3)}%, wall #{(wall * 100).round(3)}% " \
+              "(#{stats["samples"]} passes of #{(stats["sampling_time_ns_avg"] / 1e6).round(2)} ms)"
+    assert_operator charged, :<=, 0.01 + allowance(1.0, facts["duration"]), summary
+    assert_operator charged, :>, 0.003, "the budget was spent, not skipped: #{summary}"
+    assert_operator wall, :<=, 2 * (0.01 + allowance(1.0, facts["duration"])), summary
     assert_operator stats["pacing_delayed_ticks"], :>, 0, "the budget had to slow sampling down"
     assert_operator stats["samples"], :>, 3, "it still samples"
   end

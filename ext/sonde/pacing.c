@@ -24,6 +24,25 @@ void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_
   pace->delayed_ticks = 0;
 }
 
+// Passes expected to cost this much are worth a CPU clock read.
+#define CPU_CLOCK_WORTH_FROM_NS 50000
+// A pass charged by wall time is charged at most this many times the last
+// pass's cost, and never less than this floor for the cap.
+#define WALL_CHARGE_CAP_FACTOR 20
+#define WALL_CHARGE_CAP_FLOOR_NS 50000
+
+bool pacing_wants_cpu_time(const pacing *pace) {
+  return __atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED) >= CPU_CLOCK_WORTH_FROM_NS;
+}
+
+int64_t pacing_cost_to_charge(const pacing *pace, int64_t wall_ns, int64_t cpu_ns) {
+  if (wall_ns < 0) wall_ns = 0;
+  if (cpu_ns >= 0) return cpu_ns < wall_ns ? cpu_ns : wall_ns;
+  int64_t cap = WALL_CHARGE_CAP_FACTOR * __atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED);
+  if (cap < WALL_CHARGE_CAP_FLOOR_NS) cap = WALL_CHARGE_CAP_FLOOR_NS;
+  return wall_ns < cap ? wall_ns : cap;
+}
+
 void pacing_record_cost(pacing *pace, int64_t cost_ns) {
   if (cost_ns < 0) cost_ns = 0;
   __atomic_store_n(&pace->last_cost_ns, cost_ns, __ATOMIC_RELAXED);
@@ -65,3 +84,5 @@ int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns) {
 }
 
 uint64_t pacing_delayed_ticks(const pacing *pace) { return __atomic_load_n(&pace->delayed_ticks, __ATOMIC_RELAXED); }
+
+uint64_t pacing_charged_ns(const pacing *pace) { return __atomic_load_n(&pace->spent_ns, __ATOMIC_RELAXED); }

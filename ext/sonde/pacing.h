@@ -11,6 +11,7 @@
 #ifndef SONDE_PACING_H
 #define SONDE_PACING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -34,6 +35,19 @@ typedef struct {
 // monotonic clock.
 void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_percent, int64_t now_ns);
 
+// What a pass costs the application is the CPU it takes, not its wall time:
+// a pass descheduled by the OS for 10 ms would otherwise buy a one-second
+// pause at a 1% budget. But a thread's CPU clock is a system call (about a
+// microsecond), dear next to a pass of a few: so only passes expected to be
+// costly read it (pacing_wants_cpu_time), and the others are charged their
+// wall time, capped at a multiple of what the last pass cost. A real rise
+// in cost is under-charged for one pass at most: then it is expected.
+bool pacing_wants_cpu_time(const pacing *pace);
+
+// The cost to charge for a pass of wall_ns, given its CPU time cpu_ns when
+// it was read (else pass a negative cpu_ns).
+int64_t pacing_cost_to_charge(const pacing *pace, int64_t wall_ns, int64_t cpu_ns);
+
 // The sampler reports what one pass cost. Allocation-free, lock-free.
 void pacing_record_cost(pacing *pace, int64_t cost_ns);
 
@@ -48,5 +62,8 @@ void pacing_on_tick(pacing *pace);
 int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns);
 
 uint64_t pacing_delayed_ticks(const pacing *pace);
+
+// Total cost charged to the budget so far (pacing_cost_to_charge of each pass).
+uint64_t pacing_charged_ns(const pacing *pace);
 
 #endif

@@ -171,6 +171,7 @@ static VALUE stats_hash(const sonde_profiler *profiler) {
   PUT("sampling_time_ns_avg", stats->samples ? stats->sampling_ns_total / (int64_t)stats->samples : 0);
   PUT("threads_tracked", profiler->contexts ? thread_contexts_count(profiler->contexts) : 0);
   PUT("pacing_delayed_ticks", pacing_delayed_ticks(&profiler->pace));
+  PUT("pacing_charged_ns_total", pacing_charged_ns(&profiler->pace));
   PUT("gc_events", stats->gc_events);
   PUT("gc_samples", stats->gc_samples);
   PUT("flushes", stats->flushes);
@@ -250,12 +251,14 @@ static VALUE native_flush(VALUE self) {
   // We hold the GVL, and every pass runs with it: no pass is half-way
   // through the recorder we take away.
   flush_run run = {.profiler = profiler, .slot = profiler->active_recorder, .end = clocks_monotonic_ns()};
-  int64_t end_epoch = clocks_epoch_ns();
+  // A period's end in epoch time is its start plus its monotonic length, as
+  // profiles say (time + duration); the next one starts exactly there.
+  int64_t end_epoch = profiler->period_start_epoch_ns + (run.end - profiler->period_start_monotonic_ns);
   profiler->active_recorder = (run.slot + 1) % RECORDER_SLOTS;
   profiler->flushing = true;
   profiler->stats.flushes++;
   VALUE result = rb_ensure(export_flushed_slot, (VALUE)&run, finish_flush, (VALUE)&run);
-  // The next period starts where this one ended, so no time falls between.
+  // The next period starts where this one ended: no gap, no overlap.
   profiler->period_start_monotonic_ns = run.end;
   profiler->period_start_epoch_ns = end_epoch;
   return result;

@@ -11,6 +11,8 @@
 #include SONDE_MJIT_HEADER
 
 #include <ruby/debug.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "vm.h"
 
@@ -83,6 +85,15 @@ static vm_thread_state state_of(const rb_thread_t *thread) {
 // Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
 bool vm_times_gvl_waits(void) { return false; }
 
+// Ruby 3.1 sets a thread's tid when the thread starts and never again, so in
+// a forked child the thread that forked still carries its parent's tid (and
+// Thread#native_thread_id says the same). That thread is the one running
+// this pass in the child, so it asks the kernel instead.
+static int64_t tid_of(const rb_thread_t *thread) {
+  if (pthread_equal(thread->thread_id, pthread_self())) return (int64_t)syscall(SYS_gettid);
+  return thread->tid;
+}
+
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   rb_thread_t *thread = NULL;
   list_for_each(&main_ractor->threads.set, thread, lt_node) {
@@ -90,7 +101,7 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
     vm_thread_info info = {
         .handle = thread,
         .thread = thread->self,
-        .native_tid = thread->tid,
+        .native_tid = tid_of(thread),
         .state = state_of(thread),
         .is_main = thread == main_ractor->threads.main,
         .name = thread->name,

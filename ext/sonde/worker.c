@@ -117,14 +117,22 @@ static void record_sampling_time(sonde_profiler *profiler, int64_t elapsed) {
 void worker_sample_with_gvl(sonde_profiler *profiler, bool from_idle_helper) {
   if (profiler->stop_requested || profiler->pass_in_progress) return;
   profiler->pass_in_progress = true;
+  // The CPU clock is a system call: read only for passes expected to be costly (pacing.h).
+  bool timed_by_cpu = pacing_wants_cpu_time(&profiler->pace);
+  int64_t started_cpu = timed_by_cpu ? clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
   int64_t started = clocks_monotonic_ns();
   int raised = 0;
   rb_protect(sample_all_protected, (VALUE)profiler, &raised);
   profiler->pass_in_progress = false;
   if (raised) stop_after_failure(profiler);
   int64_t cost = clocks_monotonic_ns() - started;
+  int64_t cpu_cost = -1;
+  if (timed_by_cpu && started_cpu >= 0) {
+    int64_t ended_cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (ended_cpu >= started_cpu) cpu_cost = ended_cpu - started_cpu;
+  }
   record_sampling_time(profiler, cost);
-  pacing_record_cost(&profiler->pace, cost);
+  pacing_record_cost(&profiler->pace, pacing_cost_to_charge(&profiler->pace, cost, cpu_cost));
   if (from_idle_helper) profiler->stats.idle_samples++;
 }
 

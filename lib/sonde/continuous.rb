@@ -40,9 +40,13 @@ module Sonde
     def finish(profile, timeout: SHUTDOWN_SECONDS)
       stop_thread
       export(profile) if profile
+    ensure
+      # Whatever happened, what is queued gets its chance to be delivered
+      # before the process exits or execs.
       @exporters.each { |exporter| exporter.shutdown(timeout: timeout) }
     end
     SHUTDOWN_SECONDS = 5
+    NANOS_PER_SECOND = 1_000_000_000
 
     # In a forked child the flusher thread did not survive: start another.
     def restart_in_child
@@ -62,8 +66,12 @@ module Sonde
 
     def export(profile)
       require_relative "exporters"
+      # The duration is a Float of seconds: rounded to whole nanoseconds the
+      # end is exact, as in the pprof, rather than a nanosecond short once
+      # printed with 9 decimals (Datadog's event.json).
+      duration = Rational((profile.duration * NANOS_PER_SECOND).round, NANOS_PER_SECOND)
       exported = ExportedProfile.new(pprof: profile.pprof, start_time: profile.start_time,
-                                     end_time: profile.start_time + profile.duration, tags: tags)
+                                     end_time: profile.start_time + duration, tags: tags)
       @exporters.each { |exporter| exporter.export(exported) }
       ignore_exporter_threads
     end
@@ -115,7 +123,13 @@ module Sonde
       @thread = nil
     end
 
+    # Leaves the exporters' threads out of profiles. Not once the profiler
+    # has stopped: the last period is exported after Sonde.stop (at exit,
+    # before exec), when there is no profile left to keep them out of and
+    # Native.ignore_thread would raise, losing that period.
     def ignore_exporter_threads
+      return unless Native.active?
+
       Thread.list.each do |thread|
         next unless thread.name.to_s.start_with?("sonde-export")
         next if (@ignored ||= {}).key?(thread)

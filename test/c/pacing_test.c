@@ -139,7 +139,63 @@ static void test_lost_ticks_do_not_stall_sampling(void) {
   CHECK(run.samples >= 600); // two ticks in three give a pass: ~666 at 100 Hz
 }
 
+// As worker.c charges a pass: CPU time when the pass was expected to be
+// costly, else wall time under a cap.
+static void charge(pacing *pace, int64_t wall, int64_t cpu) {
+  int64_t measured_cpu = pacing_wants_cpu_time(pace) ? cpu : -1;
+  pacing_record_cost(pace, pacing_cost_to_charge(pace, wall, measured_cpu));
+}
+
+static void test_a_cheap_pass_descheduled_by_the_os_does_not_stall_sampling(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  int64_t now = 0, samples = 0;
+  while (now < 10 * SECOND) {
+    now += pacing_next_interval_ns(&pace, now);
+    pacing_on_tick(&pace);
+    // 5 µs passes; one in a hundred is descheduled for 10 ms of wall time.
+    int64_t wall = samples % 100 == 50 ? 10 * MS : 5 * US;
+    charge(&pace, wall, 5 * US);
+    now += wall;
+    samples++;
+  }
+  CHECK(samples >= 950); // 100 Hz for 10 s, less the 10 ms stalls themselves
+}
+
+static void test_costly_passes_are_charged_their_cpu_time(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  pacing_record_cost(&pace, 2 * MS);
+  CHECK(pacing_wants_cpu_time(&pace));
+  CHECK(pacing_cost_to_charge(&pace, 12 * MS, 2 * MS) == 2 * MS); // 10 ms descheduled
+  CHECK(pacing_cost_to_charge(&pace, 2 * MS, 3 * MS) == 2 * MS);  // clocks of different grain
+}
+
+static void test_a_real_rise_is_under_charged_once_then_charged_in_full(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  pacing_record_cost(&pace, 5 * US);
+  CHECK(!pacing_wants_cpu_time(&pace));
+  int64_t first = pacing_cost_to_charge(&pace, 20 * MS, -1);
+  CHECK(first == 100 * US); // 20 x 5 µs
+  pacing_record_cost(&pace, first);
+  CHECK(pacing_wants_cpu_time(&pace));
+  CHECK(pacing_cost_to_charge(&pace, 20 * MS, 20 * MS) == 20 * MS);
+}
+
+static void test_wall_charges_have_a_floor_for_their_cap(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  CHECK(pacing_cost_to_charge(&pace, 40 * US, -1) == 40 * US); // first pass: nothing known, the floor holds
+  CHECK(pacing_cost_to_charge(&pace, 10 * MS, -1) == 50 * US);
+  CHECK(pacing_cost_to_charge(&pace, -5, -1) == 0);
+}
+
 int main(void) {
+  RUN(test_a_cheap_pass_descheduled_by_the_os_does_not_stall_sampling);
+  RUN(test_costly_passes_are_charged_their_cpu_time);
+  RUN(test_a_real_rise_is_under_charged_once_then_charged_in_full);
+  RUN(test_wall_charges_have_a_floor_for_their_cap);
   RUN(test_passes_that_report_late_are_paid_for_before_the_next_tick);
   RUN(test_lost_ticks_do_not_stall_sampling);
   RUN(test_one_ms_samples_at_one_percent_give_about_ten_per_second);

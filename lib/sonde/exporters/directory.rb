@@ -3,6 +3,7 @@
 require "fileutils"
 require "securerandom"
 require_relative "base"
+require_relative "pprof_comments"
 
 module Sonde
   module Exporters
@@ -11,9 +12,10 @@ module Sonde
     # within the same second) and keeps the newest `keep` files of this
     # service, whatever process wrote them. A file is written under a hidden
     # temporary name in the same directory and renamed into place, so a
-    # reader never sees a partial profile. Runs on its own thread
-    # ("sonde-export-directory"), see Base; disk errors are retried like
-    # network errors, since a full disk may free up.
+    # reader never sees a partial profile. The profile's tags are written
+    # into it as pprof comments ("service=web"; see PprofComments). Runs on
+    # its own thread ("sonde-export-directory"), see Base; disk errors are
+    # retried like network errors, since a full disk may free up.
     class Directory < Base
       EXTENSION = ".pprof"
       TIME_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -38,8 +40,10 @@ module Sonde
 
       private
 
+      # The file is all that is kept, so the tags go into it (as comments).
       def deliver(exported_profile)
-        write_atomically(exported_profile.pprof, exported_profile.start_time)
+        bytes = PprofComments.append(exported_profile.pprof, PprofComments.from_tags(exported_profile.tags))
+        write_atomically(bytes, exported_profile.start_time)
         remove_old_files
       rescue SystemCallError => e
         raise RetryableError, "cannot write a profile in #{directory}: #{e.message}"
