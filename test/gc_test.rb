@@ -43,7 +43,16 @@ class GcTest < Minitest::Test
     # never counted in both: together they are what its CPU clock says.
     main_cpu = total(profile, "cpu-time") { |s| thread_name(s) == "main" } / 1e9
     assert_within facts["main_cpu"], main_cpu, 0.15, "main thread's cpu-time (frames + GC) vs its CPU clock"
-    assert_operator facts["stats"]["gc_events"], :>, facts["stats"]["gc_samples"], "GC steps are merged"
+    stats = facts["stats"]
+    if Sonde::Platform.backend == :public_api
+      # 3.3+: a GC hook sees every GC step; many steps make one record.
+      assert_operator stats["gc_events"], :>, stats["gc_samples"], "GC steps are merged"
+    else
+      # 3.1/3.2: no hook (it would slow every allocation); GC time is read
+      # once per pass, so at most one record per pass, plus the one at stop.
+      assert_operator stats["gc_events"], :>, 10, "GCs counted (GC.count)"
+      assert_operator stats["gc_samples"], :<=, stats["samples"] + 1, "at most one GC record per pass"
+    end
   end
 
   def test_gc_false_records_no_gc_frame

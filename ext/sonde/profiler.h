@@ -78,7 +78,12 @@ typedef struct sonde_profiler {
   sonde_stats stats;
 
   // GC accounting. The tracepoint (during GC: no allocation, no Ruby calls)
-  // accumulates here; a postponed job records it after GC.
+  // accumulates here; a postponed job records it after GC. Where GC hooks
+  // slow down allocation (vm_gc_hooks_slow_allocation), there is no
+  // tracepoint: each pass polls Ruby's own GC clock instead (gc_polled).
+  bool gc_polled;
+  int64_t gc_total_time_seen_ns; // GC.total_time at the previous poll
+  size_t gc_count_seen;          // GC.count at the previous poll
   int64_t gc_started_wall_ns;
   int64_t gc_started_cpu_ns;
   const void *gc_thread; // the VM thread that ran the GC

@@ -25,6 +25,11 @@ void thread_contexts_sample_all(sonde_profiler *profiler);
 void thread_contexts_on_gc_enter_no_alloc(sonde_profiler *profiler);
 void thread_contexts_on_gc_exit_no_alloc(sonde_profiler *profiler);
 
+// Where GC hooks would slow down allocation: GC time comes from Ruby's own
+// GC clock (GC.total_time), read at each pass, charged to the thread running
+// the pass. Call once at start, with the GVL.
+void thread_contexts_start_polling_gc(sonde_profiler *profiler);
+
 // Records the GC time accumulated since the last call as one "Garbage
 // Collection" sample of the thread that ran it (labels state=gc, gc type,
 // gc reason), and deducts it from that thread's next sample. Needs the GVL,

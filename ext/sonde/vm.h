@@ -91,6 +91,12 @@ void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *fir
 // Marks a frame_id so that the GC neither frees nor moves what it points at.
 void vm_mark_frame(uint64_t frame_id);
 
+// Whether a GC enter/exit hook slows down every allocation on this Ruby.
+// Ruby 3.1 and 3.2 turn off the allocation fast path while any GC event
+// hook is on (about 1.5x the cost of an allocation, bench/workloads/gc_hook.rb);
+// from 3.3 only a NEWOBJ hook does.
+bool vm_gc_hooks_slow_allocation(void);
+
 // The sampling job, as each Ruby version wants postponed jobs asked for:
 // rb_postponed_job_register_one before 3.3, rb_postponed_job_preregister
 // then rb_postponed_job_trigger from 3.3 on.

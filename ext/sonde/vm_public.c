@@ -309,6 +309,9 @@ static thread_record *record_of(VALUE thread, VALUE current, pid_t pid) {
 
 bool vm_times_gvl_waits(void) { return true; }
 
+// From Ruby 3.3 gc.c leaves the allocation fast path only for NEWOBJ hooks.
+bool vm_gc_hooks_slow_allocation(void) { return false; }
+
 // Thread.list allocates one Array per pass. Accepted: it is the main
 // Ractor's exact list of living threads (a registry kept by hooks could not
 // tell Ractors apart, nor see threads born before Sonde loaded, nor forget

@@ -82,6 +82,10 @@ static vm_thread_state state_of(const rb_thread_t *thread) {
   }
 }
 
+// gc.c's newobj_of takes its slow path whenever objspace->flags.has_hook is
+// set, which any GC event hook sets.
+bool vm_gc_hooks_slow_allocation(void) { return true; }
+
 // Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
 bool vm_times_gvl_waits(void) { return false; }
 

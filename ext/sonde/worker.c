@@ -268,7 +268,9 @@ static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
 
 static VALUE start_threads(VALUE arg) {
   sonde_profiler *profiler = (sonde_profiler *)arg;
-  if (profiler->record_gc) {
+  if (profiler->record_gc && vm_gc_hooks_slow_allocation()) {
+    thread_contexts_start_polling_gc(profiler);
+  } else if (profiler->record_gc) {
     profiler->gc_tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT,
                                                 on_gc_event_no_alloc, profiler);
     rb_tracepoint_enable(profiler->gc_tracepoint);
