@@ -102,6 +102,9 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   rb_thread_t *thread = NULL;
   list_for_each(&main_ractor->threads.set, thread, lt_node) {
     if (thread->status == THREAD_KILLED || thread->ec == NULL) continue;
+    // Not started yet: no native thread, so no tid, no CPU clock, no frames.
+    // Met from its first pass as a running thread, as on 3.3.
+    if (thread->tid == 0) continue;
     vm_thread_info info = {
         .handle = thread,
         .thread = thread->self,
