@@ -6,6 +6,12 @@
 # workload and the profiler hook reported. Anything unexpected (a crash, a
 # hang, a missing result, an empty profile) raises Child::Failure, so a
 # broken benchmark fails loudly instead of printing a table of nothing.
+#
+# Children load Sonde from a copy of lib/ (native build included) taken when
+# the benchmark starts: every run measures the same build, and a rebuild
+# meanwhile (`rake compile` copies the .so over the old one in place, which
+# crashes a process that has it loaded) cannot break or change a run.
+require "fileutils"
 require "json"
 require "rbconfig"
 require "tmpdir"
@@ -36,6 +42,8 @@ module SondeBench
     def initialize(dir)
       @dir = dir
       @counter = 0
+      @lib = File.join(dir, "lib")
+      FileUtils.cp_r(File.join(ROOT, "lib"), @lib)
     end
 
     # Runs workload (a file name in bench/workloads without .rb). seconds:
@@ -48,7 +56,7 @@ module SondeBench
       child_env = { "SONDE_BENCH_PROFILER" => profiler, "SONDE_BENCH_RATE" => rate.to_s,
                     "SONDE_BENCH_SCALE" => scale.to_s, "SONDE_BENCH_SECONDS" => seconds.to_s,
                     "SONDE_BENCH_OUT" => out, "SONDE_BENCH_PPROF" => pprof.to_s }.merge(env)
-      command = [*prefix, RbConfig.ruby, "-I", File.join(ROOT, "lib"), "-r", HOOK,
+      command = [*prefix, RbConfig.ruby, "-I", @lib, "-r", HOOK,
                  File.join(WORKLOADS, "#{workload}.rb")]
       wait(Process.spawn(child_env, *command, out: log, err: %i[child out], chdir: ROOT),
            timeout(scale, seconds), "#{workload} (#{Child.label(profiler, rate)})", log)
@@ -93,7 +101,7 @@ module SondeBench
     def check_profile(run)
       return unless run.profiler == "sonde"
 
-      samples = run.hook.fetch("thread_samples", []).sum
+      samples = run.hook.fetch("wall_samples", 0)
       raise Failure, "#{run.workload} (#{run.label}): the profile is empty" if samples.zero?
       raise Failure, "#{run.workload} (#{run.label}): no pprof bytes" unless run.hook.fetch("pprof_bytes", 0).positive?
     end

@@ -3,7 +3,10 @@
 # The benchmark's measurements, each a loop over child processes:
 # - Overhead: every workload with no profiler and under each profiler, in
 #   rounds of interleaved runs; each profiled run is divided by the
-#   unprofiled run just before it in the same round (paired ratios).
+#   unprofiled run just before it in the same round (paired ratios), and the
+#   fastest profiled run by the fastest unprofiled one (best-of, see
+#   BestOf); plus the CPU time of Sonde's own threads and passes.
+# - GcHook: what Sonde's GC hook costs each allocation (one process).
 # - SampleCost: Sonde's own sampling-time stats by thread count and depth.
 # - LongRun: the threads workload for a long time (60 s by default), with
 #   and without Sonde: RSS at the end, then the cost of Sonde.stop.
@@ -17,6 +20,31 @@ module SondeBench
   WORKLOADS = %w[cpu threads deep many alloc].freeze
   NANOSECONDS_PER_SECOND = 1e9
 
+  # The best-of estimate of a configuration's slowdown, robust to this
+  # machine's noise. A run's time is the work, plus the profiler's cost, plus
+  # whatever the machine's other tenants took from it; that last part is
+  # never negative and comes and goes. The fastest of many runs is the one
+  # the machine disturbed least, so min(profiled) / min(unprofiled) tends to
+  # (work + cost) / work as the runs grow in number, while a median keeps the
+  # typical disturbance, which differs between the two sides. Profiled and
+  # unprofiled runs are interleaved in every round, so both minimums draw on
+  # the same quiet moments. Its own spread: the same ratio of the 25th
+  # percentiles (p25); when the two disagree, the estimate is not stable.
+  # There are twice as many unprofiled runs, so their minimum is a little
+  # lower: if anything, best-of overstates the cost. The A/A check applies
+  # the estimator to two sets of unprofiled runs (the first and the second
+  # of each round): the truth is 1.000, so its distance from 1 is the
+  # estimator's own error at this many runs on this machine.
+  BestOf = Struct.new(:min_ratio, :p25_ratio, :profiled_min, :baseline_min, :runs, :baselines, keyword_init: true) do
+    def self.of(profiled, baseline)
+      return nil if profiled.empty? || baseline.empty?
+
+      new(min_ratio: profiled.min / baseline.min,
+          p25_ratio: Summary.percentile(profiled, 0.25) / Summary.percentile(baseline, 0.25),
+          profiled_min: profiled.min, baseline_min: baseline.min, runs: profiled.size, baselines: baseline.size)
+    end
+  end
+
   # Paired overhead ratios and the profiled runs behind them. A round is
   # [none, half of the profiled configurations, none, the other half].
   class Overhead
@@ -28,6 +56,7 @@ module SondeBench
       @log = log
       @ratios = Hash.new { |hash, key| hash[key] = { elapsed: [], cpu: [] } }
       @baselines = Hash.new { |hash, key| hash[key] = [] }
+      @baselines_by_slot = Hash.new { |hash, key| hash[key] = [] } # [workload, slot in the round]
       @runs = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -44,6 +73,21 @@ module SondeBench
       Summary.of(@ratios[[workload, Child.label(profiler, rate)]][kind])
     end
 
+    # kind: :elapsed or :cpu (Run#elapsed_s or Run#cpu_s).
+    def best_of(workload, profiler, rate, kind)
+      field = kind == :cpu ? :cpu_s : :elapsed_s
+      BestOf.of(@runs[[workload, Child.label(profiler, rate)]].map(&field), @baselines[workload].map(&field))
+    end
+
+    # The A/A check: best-of of the second unprofiled run of each round over
+    # the first. nil with one unprofiled run per round (the smoke run).
+    def best_of_aa(workload, kind)
+      return nil if @settings.baselines_per_round < 2
+
+      field = kind == :cpu ? :cpu_s : :elapsed_s
+      BestOf.of(@baselines_by_slot[[workload, 1]].map(&field), @baselines_by_slot[[workload, 0]].map(&field))
+    end
+
     # Sonde's sampling passes as a share of the workload's elapsed time.
     def sampling_share(workload, rate)
       Summary.of(@runs[[workload, Child.label("sonde", rate)]].map do |run|
@@ -51,13 +95,19 @@ module SondeBench
       end)
     end
 
+    # Sonde's own CPU time as a share of the time it profiled (see OwnCpu).
+    def own_cpu_share(workload, rate)
+      Summary.of(@runs[[workload, Child.label("sonde", rate)]].map { |run| OwnCpu.of(run).share })
+    end
+
     private
 
     def measure_round(workload, random)
       configs = PROFILED_CONFIGS.shuffle(random: random)
-      configs.each_slice((configs.size / @settings.baselines_per_round.to_f).ceil) do |half|
+      configs.each_slice((configs.size / @settings.baselines_per_round.to_f).ceil).with_index do |half, slot|
         baseline = run(workload, "none", 0)
         @baselines[workload] << baseline
+        @baselines_by_slot[[workload, slot]] << baseline
         half.each do |profiler, rate|
           profiled = run(workload, profiler, rate)
           @runs[[workload, profiled.label]] << profiled
@@ -72,9 +122,35 @@ module SondeBench
     end
   end
 
+  # The CPU time Sonde itself used in one run: its own threads (the trigger
+  # and the idle helper, read from /proc by the hook just before the stop)
+  # plus the sampling passes that ran in the application's threads (from
+  # Sonde's stats). Passes run by the idle helper are already in its thread's
+  # CPU time; the stats do not split the pass time by who ran it, so the
+  # application's share is taken in proportion to the pass count. Passes are
+  # timed on the monotonic clock: a pass preempted on a busy machine counts
+  # its wait too. Not in it: signal delivery (the kernel charges the
+  # interrupted thread), the GC hook, and what the hook costs every
+  # allocation (GcHook).
+  OwnCpu = Struct.new(:threads_ns, :passes_ns, :profiled_s, keyword_init: true) do
+    def self.of(run)
+      hook = run.hook
+      stats = hook.fetch("stats")
+      passes = stats.fetch("samples")
+      in_app = passes.zero? ? 0 : (passes - stats.fetch("idle_samples")).fdiv(passes)
+      new(threads_ns: hook.fetch("own_threads").sum { |thread| thread.fetch("cpu_ns") },
+          passes_ns: stats.fetch("sampling_time_ns_total") * in_app, profiled_s: hook.fetch("profiled_s"))
+    end
+
+    def share
+      (threads_ns + passes_ns) / (profiled_s * NANOSECONDS_PER_SECOND)
+    end
+  end
+
   # Samples delivered versus asked (rate x profiled duration, per thread).
   module Completeness
-    Row = Struct.new(:threads, :threads_seen, :per_thread, :coverage, :one_thread_worth, keyword_init: true)
+    Row = Struct.new(:threads, :threads_seen, :per_thread, :coverage, :one_thread_worth, :unstarted, :no_frames,
+                     keyword_init: true)
 
     module_function
 
@@ -82,24 +158,72 @@ module SondeBench
       rows = runs.map { |run| row(run) }
       Row.new(threads: rows.map(&:threads).max, threads_seen: Summary.of(rows.map(&:threads_seen)),
               per_thread: Summary.of(rows.map(&:per_thread)), coverage: Summary.of(rows.map(&:coverage)),
-              one_thread_worth: Summary.of(rows.map(&:one_thread_worth)))
+              one_thread_worth: Summary.of(rows.map(&:one_thread_worth)),
+              unstarted: Summary.of(rows.map(&:unstarted)), no_frames: Summary.of(rows.map(&:no_frames)))
     end
 
     # per_thread: the worst-served thread's share of what was asked; nil for
-    # StackProf, which does not say which thread a sample belongs to.
+    # StackProf, which does not say which thread a sample belongs to. For
+    # Sonde, threads are told apart by their thread id; samples under thread
+    # id 0 (threads not started yet, on Ruby 3.1, all sharing that id) are no
+    # thread of their own: they count in coverage, not as a thread.
+    # unstarted and no_frames: those samples, and the samples with no frame
+    # at all, as shares of all of Sonde's samples.
     def row(run)
       asked = run.rate * run.hook.fetch("profile_duration_s")
       threads = run.details.fetch("threads")
       if run.profiler == "sonde"
         counts = run.hook.fetch("thread_samples")
         counts += [0] * (threads - counts.size) if counts.size < threads
+        total = run.hook.fetch("wall_samples")
         Row.new(threads: threads, threads_seen: counts.count(&:positive?), per_thread: counts.min / asked,
-                coverage: counts.sum / (asked * threads), one_thread_worth: counts.sum / asked)
+                coverage: total / (asked * threads), one_thread_worth: total / asked,
+                unstarted: run.hook.fetch("unstarted_samples").fdiv(total),
+                no_frames: run.hook.fetch("no_frame_samples").fdiv(total))
       else
         samples = run.hook.fetch("samples")
         Row.new(threads: threads, threads_seen: nil, per_thread: nil, coverage: samples / (asked * threads),
                 one_thread_worth: samples / asked)
       end
+    end
+  end
+
+  # What Sonde's GC hook costs an allocation: the gc_hook workload, one
+  # process that starts and stops Sonde itself (see the workload).
+  class GcHook
+    attr_reader :run
+
+    def initialize(child, settings, log)
+      @child = child
+      @settings = settings
+      @log = log
+    end
+
+    def measure
+      @run = @child.run("gc_hook", profiler: "none", rate: 0, scale: @settings.scale)
+      @log.call("gc hook: done")
+      self
+    end
+
+    # { "none" => { "allocate" => s, "compute" => s }, "gc: false" => ..., ... }
+    def best_s
+      @run.details.fetch("best_s")
+    end
+
+    def allocations
+      @run.details.fetch("allocations")
+    end
+
+    def rounds
+      @run.details.fetch("rounds")
+    end
+
+    def compute_steps
+      @run.details.fetch("compute_steps")
+    end
+
+    def rate_hz
+      @run.details.fetch("rate_hz")
     end
   end
 

@@ -3,7 +3,8 @@
 # Starts the chosen profiler inside a workload's process and, at exit, stops
 # it and writes what it measured as one JSON line: how long stopping took
 # (for Sonde that is encoding the pprof), the memory it needed, the samples
-# it delivered per thread and Sonde's own stats. Loaded with
+# it delivered per thread, the CPU time of Sonde's own threads and Sonde's
+# own stats. Loaded with
 # `ruby -r bench/support/profiler_hook.rb WORKLOAD`, before the workload, so
 # the workload's own timing covers only its work, profiled.
 #
@@ -21,6 +22,18 @@ module SondeBench
     # Writing this to /proc/self/clear_refs resets the peak RSS (VmHWM) to
     # the current RSS, so the peak seen afterwards is the stop's own.
     RESET_PEAK_RSS = "5"
+    # Sonde's Ruby threads ("sonde-trigger", "sonde-idle-helper", and
+    # "sonde-flusher" in continuous mode) as Linux names them (15 bytes at
+    # most: "sonde-idle-help").
+    SONDE_THREAD = /\Asonde-/.freeze
+    TASKS = "/proc/self/task"
+    # Field 14 and 15 of /proc/TID/stat (utime, stime), counted after the
+    # ")" that ends the command name: fields 3 onwards, so indexes 11 and 12.
+    STAT_UTIME_INDEX = 11
+    NANOSECONDS_PER_SECOND = 1_000_000_000
+    # Samples of a thread whose native thread has not started yet carry
+    # thread id 0 (Ruby 3.1): they belong to no thread the workload can name.
+    UNSTARTED_THREAD_ID = 0
 
     class << self
       def start
@@ -58,9 +71,11 @@ module SondeBench
 
       def finish
         result = { profiler: @profiler, rate_hz: @rate, rss_kb: status_kb("VmRSS") }
+        # Read while Sonde still runs: its threads end at stop.
+        result[:own_threads] = own_threads if @profiler == "sonde"
+        result[:profiled_s] = now - @started
         reset_peak_rss
         stop_started = now
-        result[:profiled_s] = stop_started - @started
         stopped = send("stop_#{@profiler.tr("-", "_")}")
         result[:stop_s] = now - stop_started
         result[:stop_peak_extra_kb] = status_kb("VmHWM") - result[:rss_kb] if @peak_resettable
@@ -75,7 +90,7 @@ module SondeBench
         path = ENV["SONDE_BENCH_PPROF"]
         profile.write(path) if path && !path.empty?
         { pprof_bytes: profile.pprof.bytesize, profile_duration_s: profile.duration,
-          stats: profile.stats, thread_samples: samples_by_thread(profile) }
+          stats: profile.stats }.merge(samples_by_thread(profile))
       end
 
       def stop_stackprof_cpu
@@ -108,16 +123,55 @@ module SondeBench
         count
       end
 
+      # The CPU time each of Sonde's own threads has used so far, from
+      # /proc: [{ "name", "tid", "cpu_ns", "clock" }]. schedstat's first field
+      # is nanoseconds on a CPU; without it (a kernel without schedstats),
+      # stat's utime + stime, in clock ticks.
+      def own_threads
+        Dir.children(TASKS).filter_map do |tid|
+          name = File.read(File.join(TASKS, tid, "comm")).strip
+          next unless name.match?(SONDE_THREAD)
+
+          cpu_ns, clock = thread_cpu_ns(File.join(TASKS, tid))
+          { name: name, tid: Integer(tid), cpu_ns: cpu_ns, clock: clock }
+        rescue SystemCallError # the thread ended meanwhile
+          nil
+        end
+      end
+
+      def thread_cpu_ns(task)
+        [Integer(File.read(File.join(task, "schedstat")).split.first), "schedstat"]
+      rescue SystemCallError, ArgumentError, TypeError
+        require "etc"
+        utime, stime = File.read(File.join(task, "stat")).rpartition(")").last.split.values_at(STAT_UTIME_INDEX,
+                                                                                               STAT_UTIME_INDEX + 1)
+        [(Integer(utime) + Integer(stime)) * NANOSECONDS_PER_SECOND / Etc.sysconf(Etc::SC_CLK_TCK), "stat"]
+      end
+
       # "wall-samples" per thread, from the pprof itself: what a user sees.
+      # thread_samples: per thread id, sorted, without thread id 0 (threads
+      # sampled before their native thread started, all under that one id:
+      # counted apart as unstarted_samples; and GC time Sonde could not
+      # pin on a thread, "(unknown thread)", which has no wall-samples).
+      # no_frame_samples: samples whose stack has no frame at all (a thread
+      # not yet running its block).
       def samples_by_thread(profile)
         decoded = profile.decode
         column = decoded.value_index("wall-samples")
         counts = Hash.new(0)
+        summary = { unstarted_samples: 0, no_frame_samples: 0, wall_samples: 0 }
         decoded.samples.each do |sample|
+          value = sample.values[column]
+          summary[:wall_samples] += value
+          summary[:no_frame_samples] += value if sample.location_ids.empty?
           thread = sample.labels.fetch("thread id", nil) || sample.labels.fetch("thread name", "?")
-          counts[thread.to_s] += sample.values[column]
+          if thread == UNSTARTED_THREAD_ID
+            summary[:unstarted_samples] += value
+          else
+            counts[thread.to_s] += value
+          end
         end
-        counts.values.sort
+        summary.merge(thread_samples: counts.values.sort)
       end
 
       def reset_peak_rss

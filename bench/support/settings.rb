@@ -1,9 +1,16 @@
 # frozen_string_literal: true
 
-# How big the benchmark is. The full run (`rake bench`, about 15 minutes
-# here) and the smoke run (`rake bench:smoke`, about 10 s, numbers
-# meaningless, only checks that everything still runs) differ only in these;
-# each can be overridden with an environment variable.
+# How big the benchmark is. The full run (`rake bench`, about 16 minutes on
+# a quiet 2-CPU machine) and the smoke run (`rake bench:smoke`, about 10 s,
+# numbers meaningless, only checks that everything still runs) differ only in
+# these; each can be overridden with an environment variable, and
+# SONDE_BENCH_RESULTS says where to write the report (a trial run on a noisy
+# machine should not overwrite bench/RESULTS.md).
+#
+# The full run favours many short overhead runs (30 pairs at work scale 0.3,
+# the cpu workload about 0.6 s) over a few long ones: the best-of estimate
+# (measurements.rb) gets better with the number of runs, and a short run has
+# a better chance to fall in a quiet moment of a shared machine.
 module SondeBench
   Settings = Struct.new(:smoke, :pairs, :scale, :cost_seconds, :cost_repeats, :long_seconds, :self_profile,
                         :self_profile_scale, :baselines_per_round, :seed, :results, :command, keyword_init: true) do
@@ -11,13 +18,18 @@ module SondeBench
       "#{pairs} pairs per overhead cell (SONDE_BENCH_PAIRS), work scale #{scale} (SONDE_BENCH_WORK_SCALE), " \
         "sample cost #{cost_repeats} x #{cost_seconds} s per shape (SONDE_BENCH_COST_REPEATS, " \
         "SONDE_BENCH_COST_SECONDS), long runs #{long_seconds} s (SONDE_BENCH_LONG_SECONDS), " \
-        "shuffle seed #{seed} (SONDE_BENCH_SEED)"
+        "shuffle seed #{seed} (SONDE_BENCH_SEED), report written to #{shown_results} (SONDE_BENCH_RESULTS)"
+    end
+
+    def shown_results
+      root = File.expand_path("../..", __dir__)
+      results.start_with?("#{root}/") ? results.delete_prefix("#{root}/") : results
     end
   end
 
   # Unprofiled runs per round of six profiled ones: 2 pairs each profiled run
   # with a baseline at most three runs away; the smoke run saves time with 1.
-  FULL = { baselines_per_round: 2, pairs: 10, scale: 1.0, cost_seconds: 2.0, cost_repeats: 3, long_seconds: 60, self_profile: true,
+  FULL = { baselines_per_round: 2, pairs: 30, scale: 0.3, cost_seconds: 2.0, cost_repeats: 3, long_seconds: 60, self_profile: true,
            self_profile_scale: 1.0, results: File.expand_path("../RESULTS.md", __dir__) }.freeze
   SMOKE = { baselines_per_round: 1, pairs: 1, scale: 0.03, cost_seconds: 0.1, cost_repeats: 1, long_seconds: 0.5, self_profile: true,
             self_profile_scale: 0.05, results: File.expand_path("../../tmp/bench/RESULTS.smoke.md", __dir__) }.freeze

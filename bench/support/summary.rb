@@ -9,9 +9,20 @@ module SondeBench
       values = values.compact.sort
       return nil if values.empty?
 
-      middle = values.size / 2
-      median = values.size.odd? ? values[middle] : (values[middle - 1] + values[middle]) / 2.0
-      new(median, values.first, values.last, values.size)
+      new(Summary.percentile(values, 0.5), values.first, values.last, values.size)
+    end
+
+    # The p-th quantile (0..1) of values, interpolating between the two
+    # nearest ranks (the usual "type 7" definition: p = 0.5 is the median,
+    # p = 0 the min). nil for no values.
+    def self.percentile(values, fraction)
+      values = values.compact.sort
+      return nil if values.empty?
+
+      rank = fraction * (values.size - 1)
+      low = values[rank.floor]
+      high = values[rank.ceil]
+      low + ((high - low) * (rank - rank.floor))
     end
 
     # "1.003 (0.990–1.020)", with the numbers formatted by the block.
