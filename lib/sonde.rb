@@ -8,6 +8,7 @@ require_relative "sonde/options"
 require_relative "sonde/profile"
 require_relative "sonde/process_hooks"
 require_relative "sonde/continuous"
+require_relative "sonde/trap_guard"
 
 # Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
 #
@@ -31,12 +32,14 @@ module Sonde
   end
 
   @lifecycle_lock = Mutex.new
+  @stopping = false
   @last_stats = {}
   @options = nil
   @continuous = nil
   @exec_listeners = []
 
   ProcessHooks.install
+  TrapGuard.install
 
   class << self
     # Whether this Ruby and platform can be profiled (and the native core loaded).
@@ -72,14 +75,12 @@ module Sonde
       options = Options.new(**keywords)
       exporters = options.continuous ? exporters_for(options) : nil
       Native.load!
+      install_exit_hook if exporters # before the start: a child forked meanwhile inherits it
       @lifecycle_lock.synchronize do
         raise StateError, already_started_message if Native.active?
 
-        Native.start(*options.native_arguments)
-        @options = options
-        @continuous = exporters && Continuous.new(options, exporters).start
+        start_locked(options, exporters)
       end
-      install_exit_hook if @continuous
       true
     end
 
@@ -98,16 +99,25 @@ module Sonde
       raise StateError, "Sonde is not running; call Sonde.start first" unless Native.loaded? && Native.active?
 
       continuous = @continuous
-      continuous&.stop_thread
-      result = @lifecycle_lock.synchronize do
-        raise StateError, "Sonde is not running; call Sonde.start first" unless Native.active?
+      result = begin
+        @stopping = true # a child forked from here on stays stopped (restart_in_forked_child)
+        continuous&.stop_thread
+        @lifecycle_lock.synchronize do
+          raise StateError, "Sonde is not running; call Sonde.start first" unless Native.active?
 
-        @continuous = nil
-        Native.stop(true)
+          @continuous = nil
+          Native.stop(true)
+        end
+      ensure
+        @stopping = false
       end
       @last_stats = result[:stats].freeze
       profile = profile_from(result)
-      continuous&.finish(profile)
+      if continuous
+        continuous.finish(profile)
+        # The exporters' final counts, once the last period went out.
+        @last_stats = @last_stats.merge(exporters: continuous.exporter_stats).freeze
+      end
       failure = result[:failure]
       if failure
         raise SamplingError.new("sampling failed and stopped early (the application was not interrupted): " \
@@ -143,9 +153,13 @@ module Sonde
     # samples, cpu_samples, idle_samples, thread_samples, dropped_samples,
     # signals_sent, signals_received, wrong_thread_signals, signal_failures,
     # jobs_not_queued, idle_requests, sampling_time_ns_{min,avg,max,total},
-    # threads_tracked, rate_hz, max_frames, signals. Empty before any run.
+    # threads_tracked, signal_handler_lost, rate_hz, max_frames, signals.
+    # Empty before any run.
     def stats
-      (Native.loaded? && Native.stats) || @last_stats
+      stats = (Native.loaded? && Native.stats) || @last_stats
+      continuous = @continuous
+      # In continuous mode: what each exporter delivered, dropped or failed.
+      stats && continuous ? stats.merge(exporters: continuous.exporter_stats) : stats
     end
 
     # Profiles the block and returns its Sonde::Profile; with out:, also
@@ -173,9 +187,30 @@ module Sonde
 
     private
 
+    # Native.start lets other threads run while it waits for Sonde's threads;
+    # one of them may fork, and the child restarts sampling from @options and
+    # @continuous (restart_in_forked_child). So both are set before it, and
+    # put back if it fails.
+    def start_locked(options, exporters)
+      previous_options = @options
+      @options = options
+      @continuous = exporters && Continuous.new(options, exporters)
+      begin
+        Native.start(*options.native_arguments)
+      rescue Exception # rubocop:disable Lint/RescueException -- undo, whatever stopped the start, then re-raise
+        @options = previous_options
+        @continuous = nil
+        raise
+      end
+      @continuous&.start
+    end
+
     def exporters_for(options)
       require_relative "sonde/exporters"
-      Exporters.parse(options.export, service: options.service)
+      # Errors name the setting as the user gave it: the keyword or the variable.
+      option_name = options.sources.fetch(:export, "export").to_s
+      option_name = "export" unless option_name.start_with?("SONDE_")
+      Exporters.parse(options.export, option_name: option_name, service: options.service)
     end
 
     # Continuous mode exports the last period when the process exits.
@@ -200,6 +235,12 @@ module Sonde
 
       @lifecycle_lock = Mutex.new # another thread may have held it at fork
       Native.stop(false)
+      if @stopping # forked while another thread was stopping Sonde: the child stays stopped
+        @continuous = nil
+        @stopping = false
+        return
+      end
+
       Native.start(*@options.native_arguments)
       @continuous&.restart_in_child
     rescue StandardError => e

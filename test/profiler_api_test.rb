@@ -149,7 +149,7 @@ class ProfilerApiTest < Minitest::Test
     RUBY
     assert status.success?, stderr
     assert_includes stdout, "app finished: false"
-    assert_match(/stop raised: sampling failed.*forced by Sonde::Testing/, stdout)
+    assert_match(/stop raised: sampling failed.*forced by Sonde::Native/, stdout)
     assert_includes stdout, "cause: RuntimeError"
     assert_includes stdout, "partial profile: true"
     assert_includes stdout, "restarted: true"

@@ -6,7 +6,7 @@
 #   unprofiled run just before it in the same round (paired ratios), and the
 #   fastest profiled run by the fastest unprofiled one (best-of, see
 #   BestOf); plus the CPU time of Sonde's own threads and passes.
-# - GcHook: what Sonde's GC hook costs each allocation (one process).
+# - GcHook: what Sonde's GC accounting costs each allocation (one process).
 # - SampleCost: Sonde's own sampling-time stats by thread count and depth.
 # - LongRun: the threads workload for a long time (60 s by default), with
 #   and without Sonde: RSS at the end, then the cost of Sonde.stop.
@@ -188,7 +188,7 @@ module SondeBench
     end
   end
 
-  # What Sonde's GC hook costs an allocation: the gc_hook workload, one
+  # What Sonde's GC accounting costs an allocation: the gc_hook workload, one
   # process that starts and stops Sonde itself (see the workload).
   class GcHook
     attr_reader :run

@@ -264,6 +264,19 @@ static VALUE native_flush(VALUE self) {
   return result;
 }
 
+// Native.give_up_signals: the application is about to set its own SIGPROF
+// disposition (trap("PROF")); no signal of Sonde's may reach it. Sampling
+// goes on as in no-signals mode. A no-op when not sampling with signals.
+static VALUE native_give_up_signals(VALUE self) {
+  sonde_profiler *profiler = current_profiler();
+  if (profiler == NULL || !profiler->use_signals || profiler->stop_requested || signals_sampling_handler_lost()) {
+    return Qnil;
+  }
+  signals_give_up();
+  signals_warn_handler_lost();
+  return Qnil;
+}
+
 // Native.ignore_thread(thread): leave one of Sonde's own threads out of profiles.
 static VALUE native_ignore_thread(VALUE self, VALUE thread) {
   sonde_profiler *profiler = current_profiler();
@@ -314,4 +327,5 @@ void profiler_define_methods(VALUE native) {
   rb_define_module_function(native, "stats", native_stats, 0);
   rb_define_module_function(native, "failure", native_failure, 0);
   rb_define_module_function(native, "fail_next_sample", native_fail_next_sample, 0);
+  rb_define_module_function(native, "give_up_signals", native_give_up_signals, 0);
 }

@@ -115,4 +115,26 @@ void signals_block_in_current_thread(void) {
   pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-bool signals_send_sigprof(pthread_t thread) { return pthread_kill(thread, SIGPROF) == 0; }
+// Held across "is the handler ours?" and pthread_kill, and by signals_give_up.
+static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+
+signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread) {
+  pthread_mutex_lock(&send_lock);
+  signal_send_result result = SIGNAL_HANDLER_LOST;
+  if (signals_sampling_handler_in_place()) result = pthread_kill(thread, SIGPROF) == 0 ? SIGNAL_SENT : SIGNAL_FAILED;
+  pthread_mutex_unlock(&send_lock);
+  return result;
+}
+
+void signals_give_up(void) {
+  pthread_mutex_lock(&send_lock);
+  sampling_handler_lost = true;
+  pthread_mutex_unlock(&send_lock);
+}
+
+void signals_warn_handler_lost(void) {
+  fprintf(stderr, "sonde: another SIGPROF handler replaced Sonde's while it ran; Sonde leaves it in place, "
+                  "sends no more signals and samples as in no-signals mode until it stops\n");
+}
+
+void signals_reset_in_forked_child(void) { pthread_mutex_init(&send_lock, NULL); }

@@ -35,7 +35,25 @@ void signals_install_empty_handler(void);
 // Blocks SIGPROF in the calling thread (the trigger thread must never take it).
 void signals_block_in_current_thread(void);
 
-// Sends SIGPROF to a thread. Returns false if it could not be sent.
-bool signals_send_sigprof(pthread_t thread);
+typedef enum { SIGNAL_SENT, SIGNAL_FAILED, SIGNAL_HANDLER_LOST } signal_send_result;
+
+// Sends SIGPROF to a thread if Sonde's handler is still in place, checking
+// and sending under one lock that signals_give_up also takes: once
+// signals_give_up has returned, no signal of Sonde's is on its way. For the
+// trigger thread.
+signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread);
+
+// The application is about to install its own SIGPROF disposition (Ruby's
+// trap("PROF")): Sonde stops sending first, so that a signal already decided
+// on cannot reach the new disposition (SIG_DFL would kill the process). Not
+// async-signal-safe; waits for a send in progress (microseconds).
+void signals_give_up(void);
+
+// The one-line warning for stderr when the handler is found gone or given up.
+void signals_warn_handler_lost(void);
+
+// In a forked child: the lock may have been held by the trigger thread,
+// which the child does not have.
+void signals_reset_in_forked_child(void);
 
 #endif

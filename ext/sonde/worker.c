@@ -51,6 +51,7 @@ bool worker_init_locks(sonde_profiler *profiler) {
 // helper are gone, and a lock they held would stay locked forever. The child
 // gets fresh locks and a profiler that is stopped, so stopping it never waits.
 static void reset_in_forked_child(void) {
+  signals_reset_in_forked_child();
   sonde_profiler *profiler = active_profiler;
   if (profiler == NULL) return;
   profiler->stop_requested = true;
@@ -94,7 +95,7 @@ static VALUE sample_all_protected(VALUE arg) {
   sonde_profiler *profiler = (sonde_profiler *)arg;
   if (profiler->fail_next_sample) {
     profiler->fail_next_sample = false;
-    rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Testing.fail_next_sample");
+    rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Native.fail_next_sample (a test hook)");
   }
   thread_contexts_sample_all(profiler);
   return Qnil;
@@ -154,31 +155,29 @@ static void on_sigprof_from_signal_handler(void) {
   }
 }
 
-// Whether this tick may send SIGPROF. Another library may install its own
-// SIGPROF handler while Sonde runs (StackProf.start, a trap("PROF")); our
-// signals would then land in its handler, and once it resets SIGPROF to
-// the default (trap("PROF", "DEFAULT")) the next one would kill the process.
-// So the handler is checked before every signal; once it is gone, Sonde goes
-// on as in no-signals mode until it stops (Sonde.stats[:signal_handler_lost]).
-// A library that swaps the handler between the check and pthread_kill, a
-// window of microseconds, still gets one signal.
-static bool may_send_signals(sonde_profiler *profiler) {
-  if (!profiler->use_signals || signals_sampling_handler_lost()) return false;
-  if (signals_sampling_handler_in_place()) return true;
-  fprintf(stderr, "sonde: another SIGPROF handler replaced Sonde's while it ran; Sonde leaves it in place, "
-                  "sends no more signals and samples as in no-signals mode until it stops\n");
-  return false;
-}
-
+// Another library may install its own SIGPROF handler while Sonde runs
+// (StackProf.start, a trap("PROF")); our signals would then land in its
+// handler, and once it resets SIGPROF to the default (trap("PROF",
+// "DEFAULT")) the next one would kill the process. So the handler is checked
+// before every signal, under the lock that Ruby's trap("PROF") takes first
+// (lib/sonde/trap_guard.rb); once it is gone, Sonde goes on as in
+// no-signals mode until it stops (Sonde.stats[:signal_handler_lost]). A C
+// library calling sigaction between the check and pthread_kill, a window of
+// microseconds, can still get one signal.
 static void trigger_one_sample(sonde_profiler *profiler) {
   pthread_t owner;
-  if (may_send_signals(profiler) && vm_gvl_owner_from_any_thread(&owner)) {
-    if (signals_send_sigprof(owner)) {
-      STATS_ADD(profiler, signals_sent, 1);
-    } else {
-      STATS_ADD(profiler, signal_failures, 1);
+  if (profiler->use_signals && !signals_sampling_handler_lost() && vm_gvl_owner_from_any_thread(&owner)) {
+    switch (signals_send_sigprof_if_handler_in_place(owner)) {
+      case SIGNAL_SENT:
+        STATS_ADD(profiler, signals_sent, 1);
+        return;
+      case SIGNAL_FAILED:
+        STATS_ADD(profiler, signal_failures, 1);
+        return;
+      case SIGNAL_HANDLER_LOST:
+        signals_warn_handler_lost();
+        break;
     }
-    return;
   }
   STATS_ADD(profiler, idle_requests, 1);
   idle_helper_request_from_trigger(profiler);

@@ -48,6 +48,12 @@ module Sonde
     SHUTDOWN_SECONDS = 5
     NANOS_PER_SECOND = 1_000_000_000
 
+    # One Hash per exporter, in the order they were given: kind, then the
+    # exporter's counters (exported, failed, dropped, retries, last_error).
+    def exporter_stats
+      @exporters.map { |exporter| { kind: exporter.kind }.merge(exporter.stats) }
+    end
+
     # In a forked child the flusher thread did not survive: start another.
     def restart_in_child
       @thread = nil

@@ -18,6 +18,10 @@ module Sonde
     # collapsed needs one sample type; this one unless told.
     DEFAULT_COLLAPSED_TYPES = %w[cpu-time wall-time].freeze
 
+    # The profile itself cannot be converted (it has no sample types): a
+    # problem of the file, not of the options.
+    class ProfileError < Sonde::Error; end
+
     # to: :collapsed or :speedscope. sample: a sample type (name or alias),
     # or nil for the format's default. thread_names: collapsed only.
     def initialize(profile, to:, sample: nil, thread_names: true, name: "profile")
@@ -27,7 +31,9 @@ module Sonde
 
       @stacks = Converters::Stacks.new(profile)
       @to = to
-      @type_index = sample && type_index(sample)
+      # Resolved now, so that a profile that cannot be converted fails
+      # before anything is written.
+      @type_index = sample ? type_index(sample) : (to == :collapsed ? default_collapsed_type : nil)
       @thread_names = thread_names
       @name = name
     end
@@ -41,8 +47,7 @@ module Sonde
     def converter
       case @to
       when :collapsed
-        Converters::Collapsed.new(@stacks, type_index: @type_index || default_collapsed_type,
-                                           thread_names: @thread_names)
+        Converters::Collapsed.new(@stacks, type_index: @type_index, thread_names: @thread_names)
       when :speedscope
         Converters::Speedscope.new(@stacks, name: @name, type_indexes: @type_index && [@type_index])
       end
@@ -55,8 +60,8 @@ module Sonde
 
       accepted = @stacks.sample_types.map(&:first)
       accepted += SAMPLE_ALIASES.select { |_short, long| accepted.include?(long) }.keys
-      raise Sonde::ArgumentError, "sample: #{sample.to_s.inspect} is not accepted " \
-                                  "(this profile has: #{accepted.join(", ")})"
+      has = accepted.empty? ? "this profile has no sample types" : "this profile has: #{accepted.join(", ")}"
+      raise Sonde::ArgumentError, "sample: #{sample.to_s.inspect} is not accepted (#{has})"
     end
 
     def default_collapsed_type
@@ -64,7 +69,7 @@ module Sonde
         index = @stacks.type_index(name)
         return index if index
       end
-      raise Sonde::ArgumentError, "the profile has no sample types to convert" if @stacks.sample_types.empty?
+      raise ProfileError, "the profile has no sample types to convert" if @stacks.sample_types.empty?
 
       0
     end

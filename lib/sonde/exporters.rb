@@ -72,7 +72,15 @@ module Sonde
         reject(option_name, entry, "cannot create directory #{path}: #{e.message}")
       end
       reject(option_name, entry, "#{path} is not writable") unless File.writable?(path)
+      probe_directory(path, entry, option_name)
       path
+    end
+
+    # File.writable? says yes to root for a read-only directory or /sys.
+    def probe_directory(path, entry, option_name)
+      Profile.probe_directory(path)
+    rescue SystemCallError => e
+      reject(option_name, entry, "#{path} is not writable (#{e.message.sub(/ @ .*/, "")})")
     end
 
     def base_url(text, entry, option_name)

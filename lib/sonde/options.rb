@@ -24,6 +24,8 @@ module Sonde
     DEFAULT_EXPORT = "dir:sonde-profiles"
     TRUE_WORDS = %w[1 true yes on].freeze
     FALSE_WORDS = %w[0 false no off].freeze
+    # A bad value is echoed in the error message, cut to this many characters.
+    MAX_SHOWN = 120
 
     SETTINGS = [
       Setting.new(name: :rate, default: 100, variable: "SONDE_RATE", kind: :integer),
@@ -97,14 +99,14 @@ module Sonde
       text = raw.strip
       case setting.kind
       when :integer then Integer(text, 10)
-      when :number then Float(text)
+      when :number then Options.parse_float(text)
       when :boolean then boolean_word(setting, text)
       when :negated_boolean then !boolean_word(setting, text)
       when :tags then Options.parse_tags(text, setting.variable)
       else text
       end
     rescue ::ArgumentError
-      raise Sonde::ArgumentError, "#{setting.variable}=#{raw.inspect}: #{expected(setting.name)}"
+      raise Sonde::ArgumentError, "#{setting.variable}=#{Options.shown(raw)}: #{expected(setting.name)}"
     end
 
     def boolean_word(setting, text)
@@ -112,7 +114,7 @@ module Sonde
       return false if FALSE_WORDS.include?(text.downcase)
 
       raise Sonde::ArgumentError,
-            "#{setting.variable}=#{text.inspect}: expected one of #{(TRUE_WORDS + FALSE_WORDS).join(", ")}"
+            "#{setting.variable}=#{Options.shown(text)}: expected one of #{(TRUE_WORDS + FALSE_WORDS).join(", ")}"
     end
 
     def validate(name, value, source)
@@ -129,7 +131,11 @@ module Sonde
     end
 
     def fail_with(name, value, source)
-      where = source.start_with?("SONDE_") ? "#{source}=#{@raw_environment.fetch(name, value).to_s.inspect}" : "#{name}: #{describe(value)}"
+      where = if source.start_with?("SONDE_")
+                "#{source}=#{Options.shown(@raw_environment.fetch(name, value).to_s)}"
+              else
+                "#{name}: #{describe(value)}"
+              end
       raise Sonde::ArgumentError, "#{where}: #{expected(name)}"
     end
 
@@ -143,13 +149,40 @@ module Sonde
       when :every then "every must be a number of seconds from #{EVERY_RANGE.min} to #{EVERY_RANGE.max}"
       when :signals, :gc, :continuous then "#{name} must be true or false"
       when :export then "export must be one or more of dir:PATH, pyroscope:URL, datadog:URL, comma-separated"
-      when :service, :env, :version then "#{name} must be a non-empty String"
-      when :tags then "tags must be a Hash of String/Symbol => String, or \"key:value,key:value\""
+      when :service, :env, :version then "#{name} must be a non-empty String (valid UTF-8, no control characters)"
+      when :tags then "tags must be a Hash of String/Symbol => String (valid UTF-8), or \"key:value,key:value\""
       end
     end
 
     def describe(value)
-      "#{value.inspect} (#{value.class})"
+      "#{Options.shown(value)} (#{value.class})"
+    end
+
+    # value.inspect, cut to MAX_SHOWN characters: one line, whatever the value.
+    def self.shown(value)
+      text = begin
+        value.inspect.to_s
+      rescue StandardError => e
+        "#<#{value.class} whose inspect raised #{e.class}>"
+      end
+      text.length > MAX_SHOWN ? "#{text[0, MAX_SHOWN]}...(#{text.length} characters)" : text
+    end
+
+    # Float(text) without Ruby's "Float 1e999 out of range" warning (the
+    # value, Infinity, is then refused with the usual message).
+    def self.parse_float(text)
+      verbose = $VERBOSE
+      $VERBOSE = nil
+      Float(text)
+    ensure
+      $VERBOSE = verbose
+    end
+
+    # Text that can go into a tag, a file name or an HTTP header: a String
+    # of valid UTF-8 (or ASCII) with something besides spaces, and no
+    # control characters.
+    def self.clean_text?(value)
+      value.is_a?(String) && value.valid_encoding? && !value.strip.empty? && !value.match?(/[[:cntrl:]]/)
     end
 
     # An explicit keyword gets "rate: 0 (Integer): rate must be ..."; the
@@ -176,25 +209,34 @@ module Sonde
 
     def optional_string(name, value, source)
       return nil if value.nil?
-      return value.dup.freeze if value.is_a?(String) && !value.strip.empty?
+      return value.dup.freeze if Options.clean_text?(value)
 
       keyword_error(name, value, source)
     end
 
     def validate_export(value, source)
       specs = value.is_a?(Array) ? value : [value]
-      valid = specs.all? { |spec| spec.is_a?(String) && spec.split(",").all? { |part| part.match?(/\A(dir|pyroscope|datadog):\S+\z/) } }
+      # split with -1 keeps empty entries ("dir:a," has one), refused here
+      # with this option's name rather than later by the exporters.
+      valid = specs.all? do |spec|
+        parts = spec.is_a?(String) && spec.valid_encoding? ? spec.split(",", -1) : []
+        !parts.empty? && parts.all? { |part| part.match?(/\A(dir|pyroscope|datadog):\S+\z/) }
+      end
       return specs.join(",").freeze if valid && !specs.empty?
 
       keyword_error(:export, value, source)
     end
 
     def validate_tags(value, source)
-      if value.is_a?(Hash) && value.all? { |k, v| (k.is_a?(String) || k.is_a?(Symbol)) && v.is_a?(String) }
+      if value.is_a?(Hash) && value.all? { |k, v| tag_key?(k) && v.is_a?(String) && v.valid_encoding? }
         return value.to_h { |k, v| [k.to_s.freeze, v.dup.freeze] }.freeze
       end
 
       keyword_error(:tags, value, source)
+    end
+
+    def tag_key?(key)
+      (key.is_a?(String) || key.is_a?(Symbol)) && key.to_s.valid_encoding?
     end
 
     def keyword_error(name, value, source)
@@ -202,12 +244,13 @@ module Sonde
       raise Sonde::ArgumentError, "#{expected(name)}, got #{describe(value)}"
     end
 
-    # "team:web,region:eu" -> {"team" => "web", "region" => "eu"}
+    # "team:web,region:eu" -> {"team" => "web", "region" => "eu"}. An empty
+    # pair (",", "a:b,,c:d", "a:b,") is refused, as SONDE_EXPORT refuses one.
     def self.parse_tags(text, variable)
-      text.split(",").to_h do |pair|
+      text.split(",", -1).to_h do |pair|
         key, value = pair.split(":", 2).map(&:strip)
         if key.to_s.empty? || value.to_s.empty?
-          raise Sonde::ArgumentError, "#{variable}=#{text.inspect}: tags must be \"key:value,key:value\" " \
+          raise Sonde::ArgumentError, "#{variable}=#{Options.shown(text)}: tags must be \"key:value,key:value\" " \
                                       "(#{pair.inspect} is not key:value)"
         end
         [key, value]

@@ -71,9 +71,29 @@ module Sonde
     end
 
     # Reads and decodes the profile at path. File errors (Errno::ENOENT and
-    # the like) are left to the caller.
-    def read(path, **options)
-      decode(File.binread(path), **options)
+    # the like) are left to the caller. A device (/dev/zero, /dev/urandom)
+    # is refused and a file or pipe is read only up to the decompressed
+    # limit, so an endless input ends in a DecodeError rather than filling
+    # memory or reading forever.
+    def read(path, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES)
+      bytes = File.open(path, "rb") do |file|
+        stat = file.stat
+        raise DecodeError, "not a pprof profile: a device, not a file" if stat.chardev? || stat.blockdev?
+
+        read_at_most(file, max_decompressed_bytes)
+      end
+      decode(bytes, max_decompressed_bytes: max_decompressed_bytes)
+    end
+
+    READ_CHUNK = 1 << 20
+
+    def read_at_most(io, limit)
+      bytes = +"".b
+      while (chunk = io.read([READ_CHUNK, limit + 1 - bytes.bytesize].min))
+        bytes << chunk
+        raise DecodeError, "profile too large: more than #{limit} bytes" if bytes.bytesize > limit
+      end
+      bytes
     end
 
     # Inflates gzip data in bounded steps, so a gzip bomb stops at the limit
@@ -195,6 +215,7 @@ module Sonde
       end
 
       def read_long_varint(pos, stop)
+        start = pos
         value = 0
         shift = 0
         MAX_VARINT_BYTES.times do
@@ -203,8 +224,11 @@ module Sonde
           pos += 1
           value |= (byte & 0x7f) << shift
           if byte < 0x80
+            # The tenth byte holds bit 63 only: more is not a 64-bit value
+            # (protobuf readers, Go's among them, refuse it).
+            fail_at(start, "varint overflows 64 bits") if value >= INT64_RANGE
             @pos = pos
-            return value & (INT64_RANGE - 1)
+            return value
           end
 
           shift += 7
@@ -420,9 +444,16 @@ module Sonde
       def sample_labels(labels, number)
         strings = @strings
         result = {}
+        size = strings.size
+        # Indexes are compared with the size first: one of 2**63 or more
+        # (a corrupt file) is a Bignum, which Array#[] refuses with RangeError.
         labels.each do |key, str, num|
-          name = strings[key] || string(key, "a label of sample #{number}")
-          result[name] = str.zero? ? WireReader.signed(num) : strings[str] || string(str, "a label of sample #{number}")
+          name = key < size ? strings[key] : string(key, "a label of sample #{number}")
+          result[name] =
+            if str.zero? then WireReader.signed(num)
+            elsif str < size then strings[str]
+            else string(str, "a label of sample #{number}")
+            end
         end
         result
       end

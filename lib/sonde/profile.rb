@@ -56,8 +56,22 @@ module Sonde
       if File.exist?(path) && !File.writable?(path)
         raise Sonde::ArgumentError, "cannot write #{path}: the file exists and is not writable"
       end
+      begin
+        probe_directory(directory)
+      rescue SystemCallError => e
+        raise Sonde::ArgumentError, "cannot write #{path}: cannot create a file in #{directory} (#{e.message.sub(/ @ .*/, "")})"
+      end
 
       path
+    end
+
+    # File.writable? asks access(2), which says yes to root for a read-only
+    # directory and for /proc or /sys: creating (and removing) a file is the
+    # only sure test. Raises SystemCallError when it cannot be done.
+    def self.probe_directory(directory)
+      probe = File.join(directory, ".sonde-probe-#{Process.pid}-#{Thread.current.object_id}")
+      File.open(probe, File::WRONLY | File::CREAT | File::EXCL) { nil }
+      File.unlink(probe)
     end
   end
 end

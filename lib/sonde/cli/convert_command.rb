@@ -61,7 +61,9 @@ module Sonde
           end
           opts.on("-o", "--output FILE", "Where to write (default: standard output)") { |value| @output = value }
           opts.on("--sample TYPE", "Sample type: cpu, wall or any type in the profile (default: cpu-time for",
-                  "collapsed; cpu-time and wall-time profiles for speedscope)") { |value| @sample = value }
+                  "collapsed; cpu-time and wall-time profiles for speedscope)") do |value|
+            @sample = text_option("--sample", value)
+          end
           opts.on("--[no-]thread-names", "collapsed: start each line with the thread's name (default: yes)") do |value|
             @thread_names = value
           end
@@ -73,9 +75,11 @@ module Sonde
       def convert(file)
         profile = ProfileInput.read(file)
         converter = Convert.new(profile, to: @to, sample: @sample, thread_names: @thread_names,
-                                         name: File.basename(file))
+                                         name: ProfileFileCommand.display_name(file))
       rescue ProfileInput::Error => e
         fail_with(EXIT_FILE_ERROR, e.message)
+      rescue Convert::ProfileError => e
+        fail_with(EXIT_FILE_ERROR, "#{file}: #{e.message}")
       rescue Sonde::ArgumentError => e
         fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Asample: /, "--sample: "))
       else

@@ -47,7 +47,7 @@ module Sonde
                         "opens from disk,\nwith no network. CPU or wall time, threads, states, zoom, search, " \
                         "top functions.\n\n"
           opts.on("-o", "--output FILE", "Where to write the page (default: FILE with .html)") { |value| @output = value }
-          opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = value }
+          opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = text_option("--title", value) }
           opts.on("--open", "Open the page in a browser once written") { @open = true }
           opts.on("-h", "--help", "Show this help") { @help = true }
           remove_exiting_builtins(opts)
@@ -56,7 +56,7 @@ module Sonde
 
       def write(file, output)
         profile = ProfileInput.read(file)
-        page = Flamegraph.html(profile, title: @title || File.basename(file))
+        page = Flamegraph.html(profile, title: @title || ProfileFileCommand.display_name(file))
         Flamegraph.write_atomically(output, page)
         @err.puts "sonde: wrote #{output}"
         open_page(output) if @open

@@ -31,7 +31,7 @@ module Sonde
 
       # The one FILE argument, or nil when --help was asked for.
       def parse_file(argv)
-        rest = parser.parse(argv)
+        rest = parser.parse(ProfileFileCommand.safe_arguments(argv))
         return nil if @help
         raise UsageError, "missing FILE" if rest.empty?
         raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
@@ -43,6 +43,27 @@ module Sonde
         raise UsageError, "#{e.args.first} needs a value"
       rescue OptionParser::ParseError => e
         raise UsageError, e.message
+      end
+
+      # Arguments as OptionParser can match them: one that is not valid in
+      # its encoding (a file name with Latin-1 bytes under a UTF-8 locale)
+      # becomes binary, which is still the same file name.
+      def self.safe_arguments(argv)
+        argv.map { |argument| argument.is_a?(String) && !argument.valid_encoding? ? argument.b : argument }
+      end
+
+      # A file name as text to show (a page title, a speedscope name).
+      def self.display_name(path)
+        File.basename(path).dup.force_encoding(Encoding::UTF_8).scrub
+      end
+
+      # An option's value that is matched against names in the profile
+      # (--focus, --function, --title...): UTF-8 text, or a usage error.
+      def text_option(option, value)
+        text = value.dup.force_encoding(Encoding::UTF_8)
+        return text if text.valid_encoding?
+
+        raise UsageError, "#{option}: #{value.inspect} is not valid UTF-8 text"
       end
 
       def usage_error(error)

@@ -73,7 +73,9 @@ module Sonde
       end
 
       def parse(argv)
-        arguments = parser.parse(argv)
+        # An argument not valid in its encoding (a Latin-1 file name under a
+        # UTF-8 locale) as binary: OptionParser cannot match it otherwise.
+        arguments = parser.parse(argv.map { |arg| arg.valid_encoding? ? arg : arg.b })
         if @help
           @out.puts(parser.help)
           return :help

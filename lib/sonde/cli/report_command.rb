@@ -71,7 +71,7 @@ module Sonde
           opts.on("--lines", "One row per line of code instead of per function") { @options[:lines] = true }
           opts.on("--function NAME", "Callers and callees of one function (its full name, or a part",
                   "that names only one function)") do |value|
-            @options[:function] = value
+            @options[:function] = text_option("--function", value)
           end
           opts.on("-h", "--help", "Show this help") { @help = true }
           remove_exiting_builtins(opts)
@@ -87,7 +87,7 @@ module Sonde
       end
 
       def regexp(option, value)
-        Regexp.new(value)
+        Regexp.new(text_option(option, value))
       rescue RegexpError => e
         raise UsageError, "#{option}: #{value.inspect} is not a valid regular expression (#{e.message})"
       end

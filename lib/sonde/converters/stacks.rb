@@ -80,7 +80,8 @@ module Sonde
         index = (@thread_ids[id] ||= @thread_ids.size)
         names = (@thread_names[index] ||= Hash.new(0))
         name = labels[THREAD_NAME]
-        names[name] += 1 if name
+        # A profile from elsewhere may carry the name as a number label.
+        names[name.to_s] += 1 unless name.nil?
         index
       end
 
