@@ -28,10 +28,14 @@ class OverheadBudgetTest < Minitest::Test
     assert_operator stats["samples"], :>, 3, "it still samples"
   end
 
+  # Passes well under the budget are never delayed. Three threads 10 deep
+  # cost about 5 µs a pass on 3.1 and 9-13 µs on 3.3 (GVL times, Thread.list),
+  # which at 1000 Hz is already about 1%: so a 5% target, where they are cheap.
   def test_cheap_passes_keep_the_asked_rate
-    facts = run_workload("many_deep_threads", "2", "10", "1", "1.0")
+    facts = run_workload("many_deep_threads", "2", "10", "1", "5.0")
     stats = facts["stats"]
     assert_operator stats["samples"], :>=, 0.5 * 1000 * facts["duration"], "1000 Hz asked (half, on a loaded machine)"
+    assert_operator stats["pacing_delayed_ticks"], :<, 0.05 * stats["samples"], "the budget stayed out of the way"
   end
 
   def test_overhead_target_is_validated
