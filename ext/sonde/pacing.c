@@ -31,7 +31,10 @@ void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_
 #define WALL_CHARGE_CAP_FACTOR 20
 #define WALL_CHARGE_CAP_FLOOR_NS 50000
 
+// The first pass too: nothing is known of its cost yet, and a costly first
+// pass charged under the cap would let a second one through unpaid.
 bool pacing_wants_cpu_time(const pacing *pace) {
+  if (__atomic_load_n(&pace->passes, __ATOMIC_RELAXED) == 0) return true;
   return __atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED) >= CPU_CLOCK_WORTH_FROM_NS;
 }
 

@@ -183,6 +183,14 @@ static void test_a_real_rise_is_under_charged_once_then_charged_in_full(void) {
   CHECK(pacing_cost_to_charge(&pace, 20 * MS, 20 * MS) == 20 * MS);
 }
 
+static void test_the_first_pass_is_timed_by_cpu(void) {
+  pacing pace;
+  pacing_init(&pace, 10 * MS, 1.0, 0);
+  CHECK(pacing_wants_cpu_time(&pace));
+  pacing_record_cost(&pace, 5 * US);
+  CHECK(!pacing_wants_cpu_time(&pace));
+}
+
 static void test_wall_charges_have_a_floor_for_their_cap(void) {
   pacing pace;
   pacing_init(&pace, 10 * MS, 1.0, 0);
@@ -196,6 +204,7 @@ int main(void) {
   RUN(test_costly_passes_are_charged_their_cpu_time);
   RUN(test_a_real_rise_is_under_charged_once_then_charged_in_full);
   RUN(test_wall_charges_have_a_floor_for_their_cap);
+  RUN(test_the_first_pass_is_timed_by_cpu);
   RUN(test_passes_that_report_late_are_paid_for_before_the_next_tick);
   RUN(test_lost_ticks_do_not_stall_sampling);
   RUN(test_one_ms_samples_at_one_percent_give_about_ten_per_second);
