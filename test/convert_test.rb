@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "support/test_helper"
+require_relative "support/command_test_helper"
 require "stringio"
 require "sonde/convert"
 require "sonde/cli/convert_command"
@@ -81,6 +82,11 @@ class ConvertTest < Minitest::Test
 end
 
 class ConvertCommandTest < Minitest::Test
+  include CommandTestHelper
+
+  COMMAND = Sonde::CLI::ConvertCommand
+  COMMAND_NAME = "convert"
+
   def setup
     skip "protoc is not installed" unless PprofFixture.protoc?
     @dir = Dir.mktmpdir("sonde-convert")
@@ -90,19 +96,6 @@ class ConvertCommandTest < Minitest::Test
 
   def teardown
     FileUtils.rm_rf(@dir) if @dir
-  end
-
-  def run_command(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    code = Sonde::CLI::ConvertCommand.run(argv, out: out, err: err)
-    [code, out.string, err.string]
-  end
-
-  def assert_one_line_error(err, pattern)
-    assert_equal 1, err.lines.size, err
-    assert err.start_with?("sonde convert: "), err
-    assert_match pattern, err
   end
 
   def test_collapsed_to_stdout

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "support/test_helper"
+require_relative "support/command_test_helper"
 require "stringio"
 require "sonde/flamegraph"
 require "sonde/cli/flamegraph_command"
@@ -103,6 +104,11 @@ class FlamegraphTest < Minitest::Test
 end
 
 class FlamegraphCommandTest < Minitest::Test
+  include CommandTestHelper
+
+  COMMAND = Sonde::CLI::FlamegraphCommand
+  COMMAND_NAME = "flamegraph"
+
   include SondeTestHelper
 
   def setup
@@ -114,19 +120,6 @@ class FlamegraphCommandTest < Minitest::Test
 
   def teardown
     FileUtils.rm_rf(@dir) if @dir
-  end
-
-  def run_command(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    code = Sonde::CLI::FlamegraphCommand.run(argv, out: out, err: err)
-    [code, out.string, err.string]
-  end
-
-  def assert_one_line_error(err, pattern)
-    assert_equal 1, err.lines.size, err
-    assert err.start_with?("sonde flamegraph: "), err
-    assert_match pattern, err
   end
 
   def test_writes_beside_the_profile_by_default

@@ -7,6 +7,7 @@ require "sonde/pprof"
 require "sonde/report"
 require "sonde/cli/report_command"
 require "support/pprof_fixture"
+require "support/command_test_helper"
 
 # Shared hand-made profile whose numbers are worked out by hand below.
 #
@@ -269,6 +270,11 @@ class ReportTest < Minitest::Test
 end
 
 class ReportCommandTest < Minitest::Test
+  include CommandTestHelper
+
+  COMMAND = Sonde::CLI::ReportCommand
+  COMMAND_NAME = "report"
+
   def setup
     skip "protoc is not installed" unless PprofFixture.protoc?
     @file = Tempfile.create(["report", ".pprof"])
@@ -279,19 +285,6 @@ class ReportCommandTest < Minitest::Test
 
   def teardown
     File.unlink(@file.path) if @file && File.exist?(@file.path)
-  end
-
-  def run_command(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    code = Sonde::CLI::ReportCommand.run(argv, out: out, err: err)
-    [code, out.string, err.string]
-  end
-
-  def assert_one_line_error(err, pattern)
-    assert_equal 1, err.lines.size, err
-    assert err.start_with?("sonde report: "), err
-    assert_match pattern, err
   end
 
   def test_prints_the_report

@@ -205,25 +205,10 @@ module SondeBench
       self
     end
 
-    # { "none" => { "allocate" => s, "compute" => s }, "gc: false" => ..., ... }
-    def best_s
-      @run.details.fetch("best_s")
-    end
-
-    def allocations
-      @run.details.fetch("allocations")
-    end
-
-    def rounds
-      @run.details.fetch("rounds")
-    end
-
-    def compute_steps
-      @run.details.fetch("compute_steps")
-    end
-
-    def rate_hz
-      @run.details.fetch("rate_hz")
+    # What the workload reported: best_s is { "none" => { "allocate" => s,
+    # "compute" => s }, "gc: false" => ..., ... }; the rest are its settings.
+    %w[best_s allocations rounds compute_steps rate_hz].each do |key|
+      define_method(key) { @run.details.fetch(key) }
     end
   end
 

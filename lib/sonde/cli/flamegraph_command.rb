@@ -27,7 +27,7 @@ module Sonde
       end
 
       def run(argv)
-        file = parse(argv.dup)
+        file = parse_file(argv.dup)
         return print_help if @help
 
         write(file, @output || Flamegraph.default_output(file))
@@ -36,10 +36,6 @@ module Sonde
       end
 
       private
-
-      def parse(argv)
-        parse_file(argv)
-      end
 
       def parser
         OptionParser.new do |opts|

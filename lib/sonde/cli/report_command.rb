@@ -32,7 +32,7 @@ module Sonde
       end
 
       def run(argv)
-        file = parse(argv.dup)
+        file = parse_file(argv.dup)
         return print_help if @help
 
         report(file)
@@ -43,10 +43,6 @@ module Sonde
       end
 
       private
-
-      def parse(argv)
-        parse_file(argv)
-      end
 
       def parser
         OptionParser.new do |opts|

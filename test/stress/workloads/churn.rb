@@ -11,34 +11,20 @@
 # RSS, runs COUNT more, and reads it again. Prints one JSON line of facts.
 require "json"
 require "sonde"
+require_relative "clock_helpers"
 
 MODE = ARGV.fetch(0)
 COUNT = Integer(ARGV.fetch(1))
 WARMUP = Integer(ARGV.fetch(2))
-
-def rss_kb
-  File.foreach("/proc/self/status") { |line| return line.split[1].to_i if line.start_with?("VmRSS:") }
-end
 
 def settled_rss_kb
   3.times { GC.start(full_mark: true, immediate_sweep: true) }
   rss_kb
 end
 
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
 # Stacks of varying depth, so the recorder sees many distinct stacks.
 def descend(depth, &block)
   depth.zero? ? yield : descend(depth - 1, &block)
-end
-
-def spin(seconds)
-  deadline = monotonic + seconds
-  x = 0
-  x += 1 while monotonic < deadline
-  x
 end
 
 def allocate_some

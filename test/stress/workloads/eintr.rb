@@ -21,14 +21,11 @@ require "json"
 require "socket"
 require "sonde"
 require "eintr_probe"
+require_relative "clock_helpers"
 
 PART = ARGV.fetch(0)
 SIGNALS = ARGV.fetch(1) == "signals"
 SECONDS = Float(ARGV.fetch(2))
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
 
 # Runs the block in a loop for SECONDS; counts the calls and the
 # Errno::EINTR that got through. Anything else raised fails the run.

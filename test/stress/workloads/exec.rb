@@ -16,17 +16,7 @@
 # The last two print one JSON line with every status seen.
 require "json"
 require "sonde"
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def spin(seconds)
-  deadline = monotonic + seconds
-  x = 0
-  x += 1 while monotonic < deadline
-  x
-end
+require_relative "clock_helpers"
 
 def describe(status)
   { "exitstatus" => status.exitstatus, "termsig" => status.termsig }

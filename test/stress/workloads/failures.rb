@@ -19,14 +19,7 @@
 #                                          ops/s and the exporters' stats
 require "json"
 require "sonde"
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def rss_kb
-  File.foreach("/proc/self/status") { |line| return line.split[1].to_i if line.start_with?("VmRSS:") }
-end
+require_relative "clock_helpers"
 
 # Deterministic work with a known answer: the sum of i*i mod 7919 for i < n.
 def compute(n)

@@ -14,20 +14,10 @@
 # every report.
 require "json"
 require "sonde"
+require_relative "clock_helpers"
 
 FORKS = Integer(ARGV.fetch(0))
 CONCURRENT = 5
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def spin(seconds)
-  deadline = monotonic + seconds
-  x = 0
-  x += 1 while monotonic < deadline
-  x
-end
 
 def describe(status)
   { "pid" => status.pid, "exitstatus" => status.exitstatus, "termsig" => status.termsig }

@@ -16,17 +16,7 @@
 require "json"
 require "sonde"
 require "foreign_sigprof"
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def spin(seconds)
-  deadline = monotonic + seconds
-  x = 0
-  x += 1 while monotonic < deadline
-  x
-end
+require_relative "clock_helpers"
 
 # Sends SIGPROF to this process and gives the handler time to run.
 def kill_self(times = 1)

@@ -13,6 +13,7 @@
 # flusher facts. The work rate is what the test checks stays steady.
 require "json"
 require "sonde"
+require_relative "clock_helpers"
 
 seconds = Float(ARGV.fetch(0))
 export_dir = ARGV.fetch(1)
@@ -28,10 +29,6 @@ def compute(seed)
   value = seed
   WORK_STEPS.times { |i| value = ((value * 33) ^ i) % 65_521 }
   value
-end
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end
 
 Sonde.start(continuous: true, every: every, export: "dir:#{export_dir}", service: "soak", rate: 200,

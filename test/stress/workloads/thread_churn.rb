@@ -12,15 +12,12 @@
 require "json"
 require "sonde"
 require "sonde/pprof"
+require_relative "clock_helpers"
 
 COUNT = Integer(ARGV.fetch(0))
 SIGNALS = ARGV.fetch(1, "signals") == "signals"
 BATCH = 20
 RATE = 1000
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
 
 # Short lives of several kinds: some sleep, some compute, some allocate,
 # some die of an exception, some are killed from outside.
