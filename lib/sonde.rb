@@ -143,6 +143,14 @@ module Sonde
       @options&.to_h
     end
 
+    # Sonde's own Ruby threads while it runs (the idle helper, and in
+    # continuous mode the flusher and the exporters' threads). Thread.list
+    # leaves them out, so that code which kills or joins every other thread
+    # neither hangs on them nor stops Sonde. Empty when not running.
+    def threads
+      Native.loaded? ? Native.own_threads : []
+    end
+
     # True while sampling. False when stopped, and after a sampling failure
     # (Sonde.stop then returns the error).
     def running?

@@ -24,11 +24,21 @@ $CFLAGS << " -O2 -g"
 abort "sonde: zlib.h not found; install zlib1g-dev (Debian) or zlib-devel" unless have_header("zlib.h")
 abort "sonde: libz not found; install zlib1g-dev (Debian) or zlib-devel" unless have_library("z", "deflateInit2_")
 have_library("pthread")
-abort "sonde: pthread_getcpuclockid is needed for per-thread CPU time" unless have_func("pthread_getcpuclockid", "pthread.h")
 have_library("dl")
+# Per-thread CPU timers (timer_create with SIGEV_THREAD_ID): in libc since
+# glibc 2.34, in librt before.
+have_library("rt", "timer_create") unless have_func("timer_create", "time.h")
+abort "sonde: timer_create is needed for per-thread CPU timers" unless have_func("timer_create", "time.h")
 
-common = %w[sonde.c clocks.c signals.c worker.c idle_helper.c thread_context.c stacks.c
-            recorder.c pprof.c profile_export.c profiler.c pacing.c]
+# Bind every symbol at load, not at first call: the SIGPROF handler calls
+# into libruby and libc, and a lazy binding would run the dynamic linker's
+# resolver inside it.
+$LDFLAGS << " -Wl,-z,now"
+
+common = %w[sonde.c run.c profiler.c testing.c clocks.c signals.c signal_sampler.c capture_buffer.c
+            scheduler.c idle_helper.c cpu_timers.c cpu_timer_source.c gc_source.c own_threads.c
+            sampling_pass.c thread_contexts.c thread_states.c stacks.c recorder.c recorder_slots.c
+            pprof.c profile_export.c pacing.c]
 
 # The VM backend is picked by what this Ruby's headers declare, not by its
 # version: the public APIs when every function vm_public.c calls is there,

@@ -1,60 +1,139 @@
-// idle_helper.c: the thread that samples on behalf of the trigger thread
-// when nobody holds the GVL (and, in no-signals mode, always).
+// idle_helper.c: the thread that samples when nobody holds the GVL (see
+// the header).
 //
-// Waits on a condition variable without the GVL; its unblocking function and
-// stop both just signal that variable, so Thread#kill and Sonde.stop end it
-// promptly. Sampling itself runs with the GVL, like a postponed job would.
+// Waits on a condition variable without the GVL. Its unblocking function,
+// which Ruby calls to deliver Thread#kill or an exception, only wakes it:
+// Ruby then runs the interrupt as the wait returns, and the thread ends
+// through the ensure that marks it gone. Stopping it is a flag under the
+// same lock. The pass itself runs with the GVL, like a postponed job.
 #include "idle_helper.h"
+
+#include <stdlib.h>
 
 #include <ruby/thread.h>
 
-#include "worker.h"
+typedef struct {
+  idle_helper *helper;
+  void (*on_request)(void *);
+  void *data;
+} helper_start;
+
+bool idle_helper_init(idle_helper *helper) {
+  helper->thread = Qnil;
+  helper->requested = false;
+  helper->stopping = false;
+  helper->alive = 0;
+  helper->started = 0;
+  if (pthread_mutex_init(&helper->lock, NULL) != 0) return false;
+  if (pthread_cond_init(&helper->wakeup, NULL) != 0) {
+    pthread_mutex_destroy(&helper->lock);
+    return false;
+  }
+  return true;
+}
+
+void idle_helper_destroy(idle_helper *helper) {
+  pthread_cond_destroy(&helper->wakeup);
+  pthread_mutex_destroy(&helper->lock);
+}
+
+typedef enum { WOKEN_FOR_PASS, WOKEN_FOR_STOP, WOKEN_BY_RUBY } wake_reason;
+
+typedef struct {
+  idle_helper *helper;
+  wake_reason reason;
+  bool ruby_wants_us; // set by the unblocking function
+} helper_wait;
 
 static void *wait_for_request_without_gvl(void *arg) {
-  sonde_profiler *profiler = arg;
-  if (!profiler->idle_helper_waited) {
-    profiler->idle_helper_waited = true;
-    worker_thread_started(profiler);
+  helper_wait *wait = arg;
+  idle_helper *helper = wait->helper;
+  __atomic_store_n(&helper->started, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&helper->lock);
+  while (!helper->requested && !helper->stopping && !wait->ruby_wants_us) {
+    pthread_cond_wait(&helper->wakeup, &helper->lock);
   }
-  pthread_mutex_lock(&profiler->idle_lock);
-  while (!profiler->idle_requested && !profiler->stop_requested) {
-    pthread_cond_wait(&profiler->idle_wakeup, &profiler->idle_lock);
-  }
-  profiler->idle_requested = false;
-  pthread_mutex_unlock(&profiler->idle_lock);
+  wait->reason = helper->stopping ? WOKEN_FOR_STOP : helper->requested ? WOKEN_FOR_PASS : WOKEN_BY_RUBY;
+  helper->requested = false;
+  pthread_mutex_unlock(&helper->lock);
   return NULL;
 }
 
-// Ruby calls this to interrupt the wait (Thread#kill, process exit).
+// Ruby calls this to interrupt the wait (Thread#kill, Thread#raise, exit).
 static void unblock_helper(void *arg) {
-  sonde_profiler *profiler = arg;
-  pthread_mutex_lock(&profiler->idle_lock);
-  profiler->stop_requested = true;
-  pthread_cond_signal(&profiler->idle_wakeup);
-  pthread_mutex_unlock(&profiler->idle_lock);
+  helper_wait *wait = arg;
+  pthread_mutex_lock(&wait->helper->lock);
+  wait->ruby_wants_us = true;
+  pthread_cond_broadcast(&wait->helper->wakeup);
+  pthread_mutex_unlock(&wait->helper->lock);
 }
 
-static VALUE helper_body(void *arg) {
-  sonde_profiler *profiler = arg;
-  while (!profiler->stop_requested) {
-    rb_thread_call_without_gvl(wait_for_request_without_gvl, profiler, unblock_helper, profiler);
-    if (profiler->stop_requested) break;
-    worker_sample_with_gvl(profiler, true);
+static VALUE helper_loop(VALUE arg) {
+  helper_start *start = (helper_start *)arg;
+  for (;;) {
+    helper_wait wait = {.helper = start->helper};
+    // An interrupt (kill) is run by Ruby as this returns: the thread then
+    // unwinds through helper_ended.
+    rb_thread_call_without_gvl(wait_for_request_without_gvl, &wait, unblock_helper, &wait);
+    if (wait.reason == WOKEN_FOR_STOP) break;
+    if (wait.reason == WOKEN_FOR_PASS) start->on_request(start->data);
   }
   return Qnil;
 }
 
-VALUE idle_helper_start(sonde_profiler *profiler) {
-  VALUE thread = rb_thread_create(helper_body, profiler);
+static VALUE helper_ended(VALUE arg) {
+  helper_start *start = (helper_start *)arg;
+  __atomic_store_n(&start->helper->alive, 0, __ATOMIC_RELEASE);
+  free(start);
+  return Qnil;
+}
+
+static VALUE helper_body(void *arg) { return rb_ensure(helper_loop, (VALUE)arg, helper_ended, (VALUE)arg); }
+
+static VALUE create_helper_thread(VALUE start) { return rb_thread_create(helper_body, (void *)start); }
+
+void idle_helper_start(idle_helper *helper, void (*on_request)(void *), void *data) {
+  helper_start *start = malloc(sizeof(*start));
+  if (start == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory starting the idle helper");
+  *start = (helper_start){.helper = helper, .on_request = on_request, .data = data};
+  __atomic_store_n(&helper->started, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&helper->alive, 1, __ATOMIC_RELEASE);
+  int raised = 0;
+  VALUE thread = rb_protect(create_helper_thread, (VALUE)start, &raised);
+  if (raised) {
+    // Never started: the thread that would have freed start does not exist.
+    __atomic_store_n(&helper->alive, 0, __ATOMIC_RELEASE);
+    free(start);
+    rb_jump_tag(raised);
+  }
+  helper->thread = thread;
   rb_funcall(thread, rb_intern("name="), 1, rb_str_new_cstr("sonde-idle-helper"));
-  return thread;
 }
 
-void idle_helper_request_from_trigger(sonde_profiler *profiler) {
-  pthread_mutex_lock(&profiler->idle_lock);
-  profiler->idle_requested = true;
-  pthread_cond_signal(&profiler->idle_wakeup);
-  pthread_mutex_unlock(&profiler->idle_lock);
+bool idle_helper_request_from_trigger(idle_helper *helper) {
+  if (!idle_helper_alive(helper)) return false;
+  pthread_mutex_lock(&helper->lock);
+  helper->requested = true;
+  pthread_cond_signal(&helper->wakeup);
+  pthread_mutex_unlock(&helper->lock);
+  return true;
 }
 
-void idle_helper_wake_for_stop(sonde_profiler *profiler) { unblock_helper(profiler); }
+void idle_helper_stop(idle_helper *helper) {
+  pthread_mutex_lock(&helper->lock);
+  helper->stopping = true;
+  pthread_cond_broadcast(&helper->wakeup);
+  pthread_mutex_unlock(&helper->lock);
+}
+
+bool idle_helper_alive(const idle_helper *helper) { return __atomic_load_n(&helper->alive, __ATOMIC_ACQUIRE) != 0; }
+
+bool idle_helper_started(const idle_helper *helper) { return __atomic_load_n(&helper->started, __ATOMIC_ACQUIRE) != 0; }
+
+void idle_helper_forget_after_fork(idle_helper *helper) {
+  pthread_mutex_init(&helper->lock, NULL);
+  pthread_cond_init(&helper->wakeup, NULL);
+  helper->stopping = true;
+  helper->requested = false;
+  __atomic_store_n(&helper->alive, 0, __ATOMIC_RELEASE);
+}

@@ -53,6 +53,10 @@ void pacing_record_cost(pacing *pace, int64_t cost_ns) {
   __atomic_fetch_add(&pace->passes, 1, __ATOMIC_RELAXED);
 }
 
+void pacing_record_extra_cost(pacing *pace, int64_t cost_ns) {
+  if (cost_ns > 0) __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
+}
+
 void pacing_on_tick(pacing *pace) { pace->ticks++; }
 
 static void settle(pacing *pace, int64_t now_ns) {

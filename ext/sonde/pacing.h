@@ -51,6 +51,11 @@ int64_t pacing_cost_to_charge(const pacing *pace, int64_t wall_ns, int64_t cpu_n
 // The sampler reports what one pass cost. Allocation-free, lock-free.
 void pacing_record_cost(pacing *pace, int64_t cost_ns);
 
+// Sampling work that is not a tick's pass (recording the CPU samples the
+// signal handler captured between two ticks): spends credit like a pass,
+// but is not counted as one (a tick's pass may still be on its way).
+void pacing_record_extra_cost(pacing *pace, int64_t cost_ns);
+
 // The trigger tells that it just asked for a pass (sent a signal, woke
 // the helper). Until that pass reports its cost, its likely cost (the last
 // pass's) is held back from the credit, so a slow pass that has not

@@ -16,7 +16,7 @@
 
 #include "pprof.h"
 #include "stacks.h"
-#include "thread_context.h"
+#include "thread_states.h"
 #include "vm.h"
 
 typedef struct {

@@ -1,63 +1,102 @@
-// profiler.c: the Ruby-facing side of the core: Sonde::Native's start, stop,
-// stats and test hooks. Builds a profiler, hands it to the worker, and turns
-// what the recorder gathered into a profile at stop.
+// profiler.c: the Ruby-facing side of the core: Sonde::Native's start,
+// stop, flush, stats. Builds a run out of its parts (run.h), starts its
+// event sources in order, and takes it apart again at stop, turning what
+// the recorder gathered into a profile.
 //
-// Runs with the GVL, on application threads that call Sonde's API. Every
-// argument is validated by the Ruby side; this file checks types again only
-// where a wrong one could crash, and allocates native memory only after
-// everything that can raise has been fetched.
+// Runs with the GVL, on application threads that call Sonde's API (and at
+// process exit, from an end proc). Every argument is validated by the Ruby
+// side; this file checks types again only where a wrong one could crash,
+// and allocates native memory only after everything that can raise has
+// been fetched.
 #include "profiler.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "capture_buffer.h"
 #include "clocks.h"
+#include "cpu_timer_source.h"
+#include "cpu_timers.h"
+#include "event_source.h"
+#include "gc_source.h"
+#include "own_threads.h"
 #include "profile_export.h"
+#include "recorder_slots.h"
+#include "run.h"
+#include "sampling_pass.h"
+#include "scheduler.h"
+#include "signal_sampler.h"
 #include "signals.h"
 #include "stacks.h"
-#include "thread_context.h"
-#include "worker.h"
+#include "thread_contexts.h"
 
 #define ERROR_SIZE 1024
 
+// The event sources, in start order; they stop in reverse. The wall ticks
+// come last: they start sampling, so everything else must be ready.
+static const event_source *const SOURCES[] = {&gc_event_source, &cpu_timer_source, &wall_tick_source};
+#define SOURCE_COUNT (sizeof(SOURCES) / sizeof(SOURCES[0]))
+
+// What the signal handler may buffer: this many captures of max_frames
+// frames each, within a memory budget (a buffer drained at every pass
+// holds a few; pages never written cost nothing).
+#define CAPTURE_SLOTS_MAX 128
+#define CAPTURE_SLOTS_MIN 16
+#define CAPTURE_BUDGET_BYTES (4 * 1024 * 1024)
+
+typedef struct {
+  sonde_run run;
+  own_threads own;
+  size_t sources_started;
+  bool handler_installed;
+  bool halted; // sampling is over (stop, or process exit); the profile is still to be taken
+} profiler_state;
+
 // Holds the running profiler so that the GC marks what it refers to: the
-// frames in the recorder (kept from being freed or moved), the profiler's
-// threads, the failure. Only the one in the registered global is ever live.
+// frames in the recorders and the capture buffer (kept from being freed or
+// moved), Sonde's threads, the failure. Only the one in the registered
+// global is ever live.
 static VALUE profiler_holder = Qnil;
 
-static void mark_recorded_frames(const recorder *rec) {
-  size_t count = recorder_location_count(rec);
-  for (size_t i = 0; i < count; i++) stacks_mark(recorder_location(rec, i).frame_id);
-}
+static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
 static void mark_profiler(void *data) {
-  sonde_profiler *profiler = data;
-  if (profiler == NULL) return;
-  // Both slots: the one being flushed still needs its frames named.
-  for (int slot = 0; slot < RECORDER_SLOTS; slot++) {
-    if (profiler->recorders[slot]) mark_recorded_frames(profiler->recorders[slot]);
-  }
-  thread_contexts_mark(profiler->contexts);
-  rb_gc_mark(profiler->trigger_thread);
-  rb_gc_mark(profiler->idle_thread);
-  rb_gc_mark(profiler->failure);
-  rb_gc_mark(profiler->gc_tracepoint);
-  for (int i = 0; i < profiler->ignored_thread_count; i++) rb_gc_mark(profiler->ignored_threads[i]);
+  profiler_state *state = data;
+  if (state == NULL) return;
+  sonde_run *run = &state->run;
+  recorder_slots_each_frame(run->slots, stacks_mark);
+  if (run->captures != NULL) capture_buffer_each_published_frame(run->captures, mark_frame, NULL);
+  thread_contexts_mark(run->contexts);
+  own_threads_mark(run->own);
+  sampling_pass_mark(run->pass);
+  for (size_t i = 0; i < SOURCE_COUNT; i++) SOURCES[i]->mark(run);
 }
 
-static void free_profiler(sonde_profiler *profiler) {
-  if (profiler == NULL) return;
-  for (int slot = 0; slot < RECORDER_SLOTS; slot++) recorder_free(profiler->recorders[slot]);
-  thread_contexts_free(profiler->contexts);
-  free(profiler->frame_buffer);
-  free(profiler);
+static void disarm_forgotten(thread_context *context, void *data) {
+  cpu_timers *timers = data;
+  if (timers != NULL && context->timer != 0) cpu_timers_disarm(timers, context->timer);
+}
+
+// Only once sampling is halted: no handler, hook or thread of the run is left.
+static void free_profiler(profiler_state *state) {
+  if (state == NULL) return;
+  sonde_run *run = &state->run;
+  thread_contexts_free(run->contexts, disarm_forgotten, run->timers);
+  recorder_slots_free(run->slots);
+  sampling_pass_free(run->pass);
+  gc_source_free(run->gc);
+  scheduler_free(run->scheduler);
+  cpu_timers_free(run->timers);
+  capture_buffer_free(run->captures);
+  free(state);
 }
 
 static void free_holder(void *data) {
   // Never free a profiler that may still be sampling (the holder is only
   // collected at exit, or after stop detached it).
-  if (data != NULL && worker_active() == data) return;
-  free_profiler(data);
+  profiler_state *state = data;
+  if (state != NULL && !state->halted) return;
+  free_profiler(state);
 }
 
 static const rb_data_type_t holder_type = {
@@ -66,7 +105,7 @@ static const rb_data_type_t holder_type = {
     .flags = RUBY_TYPED_FREE_IMMEDIATELY,
 };
 
-static sonde_profiler *current_profiler(void) {
+static profiler_state *current_state(void) {
   return NIL_P(profiler_holder) ? NULL : RTYPEDDATA_DATA(profiler_holder);
 }
 
@@ -74,130 +113,168 @@ static VALUE error_class(const char *name) {
   return rb_const_get(rb_const_get(rb_cObject, rb_intern("Sonde")), rb_intern(name));
 }
 
-typedef struct {
-  int64_t rate_hz;
-  uint32_t max_frames;
-  bool use_signals;
-  double overhead_target_percent;
-  bool record_gc;
-} start_options;
+static uint32_t capture_slot_count(uint32_t max_frames) {
+  size_t slot_bytes = (size_t)max_frames * (sizeof(uint64_t) + sizeof(int32_t));
+  size_t slots = CAPTURE_BUDGET_BYTES / (slot_bytes ? slot_bytes : 1);
+  if (slots > CAPTURE_SLOTS_MAX) slots = CAPTURE_SLOTS_MAX;
+  if (slots < CAPTURE_SLOTS_MIN) slots = CAPTURE_SLOTS_MIN;
+  return (uint32_t)slots;
+}
 
-static sonde_profiler *allocate_profiler(const start_options *options) {
-  sonde_profiler *profiler = calloc(1, sizeof(*profiler));
-  if (profiler == NULL) return NULL;
-  profiler->interval_ns = NANOS_PER_SECOND / options->rate_hz;
-  profiler->max_frames = options->max_frames;
-  profiler->use_signals = options->use_signals;
-  profiler->record_gc = options->record_gc;
-  profiler->trigger_thread = Qnil;
-  profiler->idle_thread = Qnil;
-  profiler->failure = Qnil;
-  profiler->gc_tracepoint = Qnil;
-  bool recorders_ok = true;
-  for (int slot = 0; slot < RECORDER_SLOTS; slot++) {
-    profiler->recorders[slot] = recorder_new();
-    recorders_ok = recorders_ok && profiler->recorders[slot] != NULL;
+static profiler_state *allocate_profiler(const run_settings *settings) {
+  profiler_state *state = calloc(1, sizeof(*state));
+  if (state == NULL) return NULL;
+  sonde_run *run = &state->run;
+  run->settings = *settings;
+  run->start_monotonic_ns = clocks_monotonic_ns();
+  run->start_epoch_ns = clocks_epoch_ns();
+  own_threads_init(&state->own);
+  run->own = &state->own;
+  run->slots = recorder_slots_new(run->start_monotonic_ns, run->start_epoch_ns);
+  run->contexts = thread_contexts_new();
+  run->pass = sampling_pass_new(settings->max_frames);
+  run->gc = gc_source_new(settings->record_gc);
+  run->scheduler = scheduler_new(settings, run->start_monotonic_ns);
+  bool ok = run->slots && run->contexts && run->pass && run->gc && run->scheduler;
+  if (settings->use_signals) {
+    run->timers = cpu_timers_new(settings->interval_ns, (uint64_t)run->start_epoch_ns ^ (uint64_t)(uintptr_t)state);
+    run->captures = capture_buffer_new(capture_slot_count(settings->max_frames), settings->max_frames);
+    ok = ok && run->timers && run->captures;
   }
-  profiler->contexts = thread_contexts_new();
-  profiler->frame_buffer = calloc((size_t)options->max_frames + 1, sizeof(recorder_frame));
-  if (!recorders_ok || profiler->contexts == NULL || profiler->frame_buffer == NULL ||
-      !worker_init_locks(profiler)) {
-    free_profiler(profiler);
+  if (!ok) {
+    state->halted = true;
+    free_profiler(state);
     return NULL;
   }
-  return profiler;
+  return state;
+}
+
+// Ends sampling, in the reverse order of start: sources stop (the trigger
+// joined, every CPU timer deleted, hooks off), the handler is emptied and
+// waited for, and the captures still buffered are recorded. After it, no
+// thread, signal or hook touches the run. Idempotent.
+static void halt_sampling(profiler_state *state) {
+  if (state->halted) return;
+  sonde_run *run = &state->run;
+  scheduler_request_stop(run->scheduler);
+  while (state->sources_started > 0) SOURCES[--state->sources_started]->stop(run);
+  if (state->handler_installed) {
+    signals_install_empty_handler();
+    signals_wait_for_running_handlers();
+    state->handler_installed = false;
+  }
+  sampling_pass_record_captures(run, true);
+  state->halted = true;
+}
+
+static VALUE baseline_protected(VALUE arg) {
+  sampling_pass_baseline((sonde_run *)arg);
+  return Qnil;
+}
+
+static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
+
+// Installs the handler, meets the threads, starts the sources. On failure,
+// everything started is stopped again and the status says why.
+static sonde_status start_sampling(profiler_state *state, char *error, size_t error_size) {
+  sonde_run *run = &state->run;
+  signal_sampler_reset_stats();
+  if (run->settings.use_signals) {
+    // Before any CPU timer is armed: a timer's signal with no handler of
+    // ours would kill the process.
+    sonde_status status =
+        signals_install_sampling_handler(signal_sampler_on_sigprof_inside_signal_handler, error, error_size);
+    if (status != SONDE_OK) return status;
+    state->handler_installed = true;
+  }
+  int raised = 0;
+  rb_protect(baseline_protected, (VALUE)run, &raised);
+  if (raised) {
+    VALUE exception = rb_errinfo();
+    rb_set_errinfo(Qnil);
+    VALUE message = rb_protect(exception_message, exception, &raised);
+    if (raised) rb_set_errinfo(Qnil);
+    snprintf(error, error_size, "could not meet the threads to sample: %s",
+             !raised && RB_TYPE_P(message, T_STRING) ? StringValueCStr(message) : "unknown error");
+    return SONDE_THREAD_FAILED;
+  }
+  for (size_t i = 0; i < SOURCE_COUNT; i++) {
+    sonde_status status = SOURCES[i]->start(run, error, error_size);
+    if (status != SONDE_OK) return status;
+    state->sources_started = i + 1;
+  }
+  return SONDE_OK;
+}
+
+static const char *error_class_for(sonde_status status) {
+  return status == SONDE_SIGNAL_CONFLICT ? "SignalConflictError" : "Error";
 }
 
 // Native.start(rate_hz, max_frames, use_signals, overhead_target_percent, record_gc) -> true
 static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_signals, VALUE overhead_target,
                           VALUE record_gc) {
-  start_options options = {
-      .rate_hz = NUM2LONG(rate),
-      .use_signals = RTEST(use_signals),
-      .overhead_target_percent = NUM2DBL(overhead_target),
-      .record_gc = RTEST(record_gc),
-  };
+  long rate_hz = NUM2LONG(rate);
   long frames = NUM2LONG(max_frames);
-  if (options.rate_hz <= 0 || options.rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
+  double target = NUM2DBL(overhead_target);
+  if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
-  if (!(options.overhead_target_percent > 0 && options.overhead_target_percent <= 100)) {
-    rb_raise(rb_eArgError, "overhead_target out of range");
-  }
-  options.max_frames = (uint32_t)frames;
-  if (current_profiler() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
+  if (!(target > 0 && target <= 100)) rb_raise(rb_eArgError, "overhead_target out of range");
+  if (current_state() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
+  run_settings settings = {
+      .interval_ns = NANOS_PER_SECOND / rate_hz,
+      .max_frames = (uint32_t)frames,
+      .use_signals = RTEST(use_signals),
+      .record_gc = RTEST(record_gc),
+      .overhead_target_percent = target,
+  };
 
   VALUE holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, NULL);
-  sonde_profiler *profiler = allocate_profiler(&options);
-  if (profiler == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory while starting");
-  RTYPEDDATA_DATA(holder) = profiler;
+  profiler_state *state = allocate_profiler(&settings);
+  if (state == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory while starting");
+  RTYPEDDATA_DATA(holder) = state;
   profiler_holder = holder;
-
-  profiler->start_monotonic_ns = clocks_monotonic_ns();
-  profiler->start_epoch_ns = clocks_epoch_ns();
-  profiler->period_start_monotonic_ns = profiler->start_monotonic_ns;
-  profiler->period_start_epoch_ns = profiler->start_epoch_ns;
-  pacing_init(&profiler->pace, profiler->interval_ns, options.overhead_target_percent, profiler->start_monotonic_ns);
-  thread_contexts_baseline(profiler);
+  run_set_active(&state->run);
 
   char error[ERROR_SIZE] = "";
-  if (!worker_start(profiler, error, sizeof(error))) {
+  sonde_status status = start_sampling(state, error, sizeof(error));
+  if (status != SONDE_OK) {
+    halt_sampling(state);
+    run_set_active(NULL);
     profiler_holder = Qnil;
     RTYPEDDATA_DATA(holder) = NULL;
-    free_profiler(profiler);
-    rb_raise(error_class(strstr(error, "SIGPROF handler is installed") ? "SignalConflictError" : "Error"), "%s",
-             error);
+    free_profiler(state);
+    rb_raise(error_class(error_class_for(status)), "%s", error);
   }
   return Qtrue;
 }
 
-static VALUE stats_hash(const sonde_profiler *profiler) {
-  const sonde_stats *stats = &profiler->stats;
+static VALUE stats_hash(const profiler_state *state) {
+  const sonde_run *run = &state->run;
   VALUE hash = rb_hash_new();
-#define PUT(key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), LL2NUM((long long)(value)))
-  PUT("samples", stats->samples);
-  PUT("cpu_samples", stats->cpu_samples);
-  PUT("idle_samples", stats->idle_samples);
-  PUT("thread_samples", stats->thread_samples);
-  PUT("dropped_samples", stats->dropped_samples);
-  PUT("signals_sent", STATS_READ(profiler, signals_sent));
-  PUT("signal_failures", STATS_READ(profiler, signal_failures));
-  PUT("signals_received", STATS_READ(profiler, signals_received));
-  PUT("wrong_thread_signals", STATS_READ(profiler, wrong_thread));
-  PUT("jobs_not_queued", STATS_READ(profiler, jobs_not_queued));
-  PUT("idle_requests", STATS_READ(profiler, idle_requests));
-  PUT("sampling_time_ns_total", stats->sampling_ns_total);
-  PUT("sampling_time_ns_min", stats->sampling_ns_min);
-  PUT("sampling_time_ns_max", stats->sampling_ns_max);
-  PUT("sampling_time_ns_avg", stats->samples ? stats->sampling_ns_total / (int64_t)stats->samples : 0);
-  PUT("threads_tracked", profiler->contexts ? thread_contexts_count(profiler->contexts) : 0);
-  PUT("pacing_delayed_ticks", pacing_delayed_ticks(&profiler->pace));
-  PUT("pacing_charged_ns_total", pacing_charged_ns(&profiler->pace));
-  PUT("gc_events", stats->gc_events);
-  PUT("gc_samples", stats->gc_samples);
-  PUT("flushes", stats->flushes);
-  PUT("rate_hz", NANOS_PER_SECOND / profiler->interval_ns);
-  PUT("max_frames", profiler->max_frames);
-#undef PUT
-  rb_hash_aset(hash, ID2SYM(rb_intern("signals")), profiler->use_signals ? Qtrue : Qfalse);
-  rb_hash_aset(hash, ID2SYM(rb_intern("signal_handler_lost")),
-               profiler->use_signals && signals_sampling_handler_lost() ? Qtrue : Qfalse);
-  rb_hash_aset(hash, ID2SYM(rb_intern("gc")), profiler->record_gc ? Qtrue : Qfalse);
-  rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(profiler->pace.target_share * 100.0));
+  sampling_pass_add_stats(run, hash);
+  signal_sampler_add_stats(hash);
+  for (size_t i = 0; i < SOURCE_COUNT; i++) SOURCES[i]->add_stats(run, hash);
+  rb_hash_aset(hash, ID2SYM(rb_intern("flushes")), ULL2NUM(recorder_slots_flushes(run->slots)));
+  rb_hash_aset(hash, ID2SYM(rb_intern("rate_hz")), LL2NUM(NANOS_PER_SECOND / run->settings.interval_ns));
+  rb_hash_aset(hash, ID2SYM(rb_intern("max_frames")), ULONG2NUM(run->settings.max_frames));
+  rb_hash_aset(hash, ID2SYM(rb_intern("signals")), run->settings.use_signals ? Qtrue : Qfalse);
+  rb_hash_aset(hash, ID2SYM(rb_intern("gc")), run->settings.record_gc ? Qtrue : Qfalse);
+  rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(run->settings.overhead_target_percent));
   return hash;
 }
 
-static VALUE period_result(sonde_profiler *profiler, recorder *rec, bool export, int64_t end_monotonic_ns) {
+static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export) {
   profile_export_times times = {
-      .start_epoch_ns = profiler->period_start_epoch_ns,
-      .duration_ns = end_monotonic_ns - profiler->period_start_monotonic_ns,
-      .period_ns = profiler->interval_ns,
+      .start_epoch_ns = period->start_epoch_ns,
+      .duration_ns = period->duration_ns,
+      .period_ns = state->run.settings.interval_ns,
   };
   VALUE result = rb_hash_new();
-  rb_hash_aset(result, ID2SYM(rb_intern("stats")), stats_hash(profiler));
-  rb_hash_aset(result, ID2SYM(rb_intern("failure")), profiler->failure);
+  rb_hash_aset(result, ID2SYM(rb_intern("stats")), stats_hash(state));
+  rb_hash_aset(result, ID2SYM(rb_intern("failure")), sampling_pass_failure(state->run.pass));
   rb_hash_aset(result, ID2SYM(rb_intern("start_epoch_ns")), LL2NUM(times.start_epoch_ns));
   rb_hash_aset(result, ID2SYM(rb_intern("duration_ns")), LL2NUM(times.duration_ns));
-  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(rec, &times) : Qnil);
+  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(period->rec, &times) : Qnil);
   return result;
 }
 
@@ -206,37 +283,37 @@ static VALUE period_result(sonde_profiler *profiler, recorder *rec, bool export,
 // export false, pprof is nil: the samples are dropped unencoded (a forked
 // child discarding what it inherited from its parent).
 static VALUE native_stop(VALUE self, VALUE export) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  worker_stop(profiler);
+  profiler_state *state = current_state();
+  if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  halt_sampling(state);
   int64_t end = clocks_monotonic_ns();
+  run_set_active(NULL);
 
-  // From here the profiler is ours alone: no thread samples into it.
+  // From here the run is ours alone: nothing samples into it.
   VALUE holder = profiler_holder;
   profiler_holder = Qnil;
-  VALUE result = period_result(profiler, profiler_active_recorder(profiler), RTEST(export), end);
+  recorder_period period = recorder_slots_final_period(state->run.slots, end);
+  VALUE result = period_result(state, &period, RTEST(export));
   // Free now rather than at the holder's collection: a profile can be large.
   RTYPEDDATA_DATA(holder) = NULL;
-  free_profiler(profiler);
+  free_profiler(state);
   RB_GC_GUARD(holder); // kept the frames marked until they were named
   return result;
 }
 
 typedef struct {
-  sonde_profiler *profiler;
-  int slot;
-  int64_t end;
+  profiler_state *state;
+  recorder_period period;
 } flush_run;
 
-static VALUE export_flushed_slot(VALUE arg) {
+static VALUE export_flushed_period(VALUE arg) {
   flush_run *run = (flush_run *)arg;
-  return period_result(run->profiler, run->profiler->recorders[run->slot], true, run->end);
+  return period_result(run->state, &run->period, true);
 }
 
 static VALUE finish_flush(VALUE arg) {
   flush_run *run = (flush_run *)arg;
-  recorder_clear(run->profiler->recorders[run->slot]);
-  run->profiler->flushing = false;
+  recorder_slots_finish_flush(run->state->run.slots, run->period.rec);
   return Qnil;
 }
 
@@ -244,88 +321,109 @@ static VALUE finish_flush(VALUE arg) {
 // while sampling goes on into the other recorder. The encoding runs with
 // the GVL released (see profile_export.c).
 static VALUE native_flush(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  if (profiler->flushing) rb_raise(error_class("StateError"), "a flush is already in progress");
-  thread_contexts_record_pending_gc(profiler);
+  profiler_state *state = current_state();
+  if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  // The CPU samples captured so far belong to the period that ends now.
+  if (!state->halted) sampling_pass_record_captures(&state->run, false);
   // We hold the GVL, and every pass runs with it: no pass is half-way
   // through the recorder we take away.
-  flush_run run = {.profiler = profiler, .slot = profiler->active_recorder, .end = clocks_monotonic_ns()};
-  // A period's end in epoch time is its start plus its monotonic length, as
-  // profiles say (time + duration); the next one starts exactly there.
-  int64_t end_epoch = profiler->period_start_epoch_ns + (run.end - profiler->period_start_monotonic_ns);
-  profiler->active_recorder = (run.slot + 1) % RECORDER_SLOTS;
-  profiler->flushing = true;
-  profiler->stats.flushes++;
-  VALUE result = rb_ensure(export_flushed_slot, (VALUE)&run, finish_flush, (VALUE)&run);
-  // The next period starts where this one ended: no gap, no overlap.
-  profiler->period_start_monotonic_ns = run.end;
-  profiler->period_start_epoch_ns = end_epoch;
-  return result;
+  flush_run run = {.state = state};
+  if (!recorder_slots_begin_flush(state->run.slots, clocks_monotonic_ns(), &run.period)) {
+    rb_raise(error_class("StateError"), "a flush is already in progress");
+  }
+  return rb_ensure(export_flushed_period, (VALUE)&run, finish_flush, (VALUE)&run);
 }
 
 // Native.give_up_signals: the application is about to set its own SIGPROF
 // disposition (trap("PROF")); no signal of Sonde's may reach it. Sampling
 // goes on as in no-signals mode. A no-op when not sampling with signals.
 static VALUE native_give_up_signals(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL || !profiler->use_signals || profiler->stop_requested || signals_sampling_handler_lost()) {
+  profiler_state *state = current_state();
+  if (state == NULL || state->halted || !state->run.settings.use_signals ||
+      scheduler_stopping(state->run.scheduler) || signals_sampling_handler_lost()) {
     return Qnil;
   }
   signals_give_up();
+  // The CPU timers signal on their own: they go before this returns.
+  if (state->run.timers != NULL) cpu_timers_disarm_all(state->run.timers);
   signals_warn_handler_lost();
   return Qnil;
 }
 
-// Native.ignore_thread(thread): leave one of Sonde's own threads out of profiles.
+// Native.ignore_thread(thread): one of Sonde's own threads, left out of
+// profiles and of Thread.list.
 static VALUE native_ignore_thread(VALUE self, VALUE thread) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  profiler_state *state = current_state();
+  if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   if (!rb_obj_is_kind_of(thread, rb_cThread)) rb_raise(rb_eTypeError, "expected a Thread");
-  if (profiler->ignored_thread_count == MAX_IGNORED_THREADS) return Qfalse;
-  profiler->ignored_threads[profiler->ignored_thread_count++] = thread;
-  return Qtrue;
+  return own_threads_add(&state->own, thread) ? Qtrue : Qfalse;
+}
+
+// Native.own_threads -> Sonde's own Ruby threads of the current run (the
+// idle helper, the flusher, exporter threads): those Thread.list leaves out.
+static VALUE native_own_threads(VALUE self) {
+  profiler_state *state = current_state();
+  VALUE threads = rb_ary_new();
+  if (state == NULL) return threads;
+  for (int i = 0; i < state->own.count; i++) rb_ary_push(threads, state->own.threads[i]);
+  return threads;
 }
 
 // Native.running? -> true while sampling (false after stop or a failure)
 static VALUE native_running_p(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  return profiler != NULL && !profiler->stop_requested ? Qtrue : Qfalse;
+  profiler_state *state = current_state();
+  return state != NULL && !state->halted && !scheduler_stopping(state->run.scheduler) ? Qtrue : Qfalse;
 }
 
 // Native.active? -> true from start to stop, failure or not
-static VALUE native_active_p(VALUE self) { return current_profiler() != NULL ? Qtrue : Qfalse; }
+static VALUE native_active_p(VALUE self) { return current_state() != NULL ? Qtrue : Qfalse; }
 
 // Native.stats -> Hash, or nil when not started
 static VALUE native_stats(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  return profiler == NULL ? Qnil : stats_hash(profiler);
+  profiler_state *state = current_state();
+  return state == NULL ? Qnil : stats_hash(state);
 }
 
 // Native.failure -> the exception that stopped sampling, or nil
 static VALUE native_failure(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  return profiler == NULL ? Qnil : profiler->failure;
+  profiler_state *state = current_state();
+  return state == NULL ? Qnil : sampling_pass_failure(state->run.pass);
 }
 
-// Native.fail_next_sample -> makes the next sampling pass raise (tests only)
-static VALUE native_fail_next_sample(VALUE self) {
-  sonde_profiler *profiler = current_profiler();
-  if (profiler == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  profiler->fail_next_sample = true;
-  return Qnil;
+// At process exit, after the application's at_exit handlers (this end proc
+// is registered when the core loads, before any of Sonde's Ruby at_exit
+// handlers, so it runs after them): sampling ends while the VM is whole.
+// The profile stays for a Sonde.stop that may still come.
+static void halt_at_exit(VALUE unused) {
+  profiler_state *state = current_state();
+  if (state != NULL) halt_sampling(state);
+}
+
+// In a forked child (pthread_atfork, before any Ruby code): only the
+// forking thread survives. Each source forgets what it had in other
+// threads and in the kernel; Process._fork's hook then drops the run.
+static void forget_run_after_fork(void) {
+  signals_reset_in_forked_child();
+  profiler_state *state = current_state();
+  if (state == NULL) return;
+  // Their stop stays safe to call: the child's Process._fork hook stops
+  // the run, which disables the hooks the child's Ruby still has.
+  for (size_t i = 0; i < state->sources_started; i++) SOURCES[i]->forget_after_fork(&state->run);
+  scheduler_request_stop(state->run.scheduler);
 }
 
 void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
+  pthread_atfork(NULL, NULL, forget_run_after_fork);
+  rb_set_end_proc(halt_at_exit, Qnil);
   rb_define_module_function(native, "start", native_start, 5);
   rb_define_module_function(native, "stop", native_stop, 1);
   rb_define_module_function(native, "flush", native_flush, 0);
   rb_define_module_function(native, "ignore_thread", native_ignore_thread, 1);
+  rb_define_module_function(native, "own_threads", native_own_threads, 0);
   rb_define_module_function(native, "running?", native_running_p, 0);
   rb_define_module_function(native, "active?", native_active_p, 0);
   rb_define_module_function(native, "stats", native_stats, 0);
   rb_define_module_function(native, "failure", native_failure, 0);
-  rb_define_module_function(native, "fail_next_sample", native_fail_next_sample, 0);
   rb_define_module_function(native, "give_up_signals", native_give_up_signals, 0);
 }

@@ -134,6 +134,7 @@ struct recorder {
   sample_table samples;
   uint32_t *scratch; // the location indexes of the stack being recorded
   uint32_t scratch_capacity;
+  uint64_t generation; // bumped by recorder_clear: ids handed out before it are void
   long allocations_allowed; // UNLIMITED_ALLOCATIONS, or how many may still succeed (tests)
 };
 
@@ -481,6 +482,10 @@ recorder *recorder_new(void) {
   recorder *rec = calloc(1, sizeof(*rec));
   if (!rec) return NULL;
   rec->allocations_allowed = UNLIMITED_ALLOCATIONS;
+  // Two recorders never share a generation, so an id cached for one is
+  // never taken for an id of the other (see recorder_generation).
+  static uint64_t generations;
+  rec->generation = __atomic_add_fetch(&generations, UINT64_C(1) << 32, __ATOMIC_RELAXED);
   // Allocating every table up front means no array is ever NULL: read-back of
   // an empty stack points into a real arena, and probes never meet 0 slots.
   location_table *locations = &rec->locations;
@@ -523,6 +528,7 @@ void recorder_free(recorder *rec) {
 }
 
 void recorder_clear(recorder *rec) {
+  rec->generation++;
   rec->locations.count = 0;
   hash_index_clear(&rec->locations.index);
   rec->stacks.count = 0;
@@ -606,6 +612,70 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
       sample.thread_index = insert_thread(rec, thread_slot(rec, &thread, thread_hash), &thread, thread_hash);
     sample_hash = hash_sample(sample.stack_index, sample.thread_index, state);
     sample_index = insert_sample(rec, sample_slot(rec, &sample, sample_hash), &sample, sample_hash);
+  }
+  add_values(rec->samples.entries[sample_index].values, values);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Recording in steps: a caller that records the same stack or thread again
+// and again (a thread idle since its previous sample) interns it once and
+// adds samples by id, skipping the hashing of its frames.
+
+uint64_t recorder_generation(const recorder *rec) { return rec->generation; }
+
+int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id) {
+  if (!rec || (depth && !frames) || !stack_id) return -1;
+  if (reserve_array(rec, (void **)&rec->scratch, &rec->scratch_capacity, sizeof(uint32_t), depth, UINT32_MAX) != 0)
+    return -1;
+  uint32_t *indexes = rec->scratch;
+  uint32_t missing_locations = find_locations(rec, frames, depth, indexes);
+  stack_key stack = {indexes, depth};
+  uint32_t hash = 0;
+  if (!missing_locations) {
+    hash = hash_stack(indexes, depth);
+    slot *found = stack_slot(rec, &stack, hash);
+    if (found->entry_plus_one) {
+      *stack_id = found->entry_plus_one - 1;
+      return 0;
+    }
+  }
+  if (missing_locations && reserve_locations(rec, missing_locations) != 0) return -1;
+  if (reserve_stack(rec, depth) != 0) return -1;
+  // From here on nothing can fail.
+  if (missing_locations) insert_missing_locations(rec, frames, depth, indexes);
+  hash = hash_stack(indexes, depth);
+  *stack_id = insert_stack(rec, stack_slot(rec, &stack, hash), &stack, hash);
+  return 0;
+}
+
+int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index) {
+  if (!rec || !thread_index) return -1;
+  thread_key thread = {thread_id, thread_name ? thread_name : "", 0};
+  thread.name_length = strlen(thread.name);
+  uint32_t hash = hash_thread(thread.thread_id, thread.name, thread.name_length);
+  slot *found = thread_slot(rec, &thread, hash);
+  if (found->entry_plus_one) {
+    *thread_index = found->entry_plus_one - 1;
+    return 0;
+  }
+  if (reserve_thread(rec, thread.name_length) != 0) return -1;
+  *thread_index = insert_thread(rec, thread_slot(rec, &thread, hash), &thread, hash);
+  return 0;
+}
+
+int recorder_add(recorder *rec, uint32_t stack_id, uint32_t thread_index, uint8_t state,
+                 const int64_t values[RECORDER_VALUE_COUNT]) {
+  if (!rec || !values || stack_id >= rec->stacks.count || thread_index >= rec->threads.count) return -1;
+  sample_key sample = {stack_id, thread_index, state};
+  uint32_t hash = hash_sample(stack_id, thread_index, state);
+  slot *found = sample_slot(rec, &sample, hash);
+  uint32_t sample_index;
+  if (found->entry_plus_one) {
+    sample_index = found->entry_plus_one - 1;
+  } else {
+    if (reserve_sample(rec) != 0) return -1;
+    sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
   }
   add_values(rec->samples.entries[sample_index].values, values);
   return 0;

@@ -61,6 +61,19 @@ void recorder_clear(recorder *rec);
 int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth, int64_t thread_id,
                     const char *thread_name, uint8_t state, const int64_t values[RECORDER_VALUE_COUNT]);
 
+// The same in steps, for callers that record one stack or thread many
+// times: intern it once, then add samples by id. Ids are valid until the
+// next recorder_clear, which changes recorder_generation (never the same
+// for two recorders), so a cached id is checked against the generation it
+// was handed out in. Each step is all or nothing; a step that fails (-1,
+// out of memory, or an id out of range) records nothing, but what earlier
+// steps interned stays (a stack no sample refers to, harmless in export).
+uint64_t recorder_generation(const recorder *rec);
+int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id);
+int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index);
+int recorder_add(recorder *rec, uint32_t stack_id, uint32_t thread_index, uint8_t state,
+                 const int64_t values[RECORDER_VALUE_COUNT]);
+
 // Read-back, for export. Indexes run from 0 to count - 1, in the order first
 // seen. Pointers stay valid until the next recorder_record or recorder_clear.
 size_t recorder_location_count(const recorder *rec);

@@ -1,9 +1,11 @@
 // signals.c: installs, replaces and blocks SIGPROF.
 //
-// The handler here is the only code of Sonde that runs inside a signal
-// handler. It saves and restores errno (the interrupted code may be about to
-// read it) and calls the one callback it was given; the callback is written
-// before sigaction publishes the handler, so it is never seen half-set.
+// The handler here is where Sonde's code inside a signal handler starts. It
+// saves and restores errno (the interrupted code may be about to read it),
+// counts itself in and out (so that stop can wait until no handler is
+// running before it frees what handlers read) and calls the one callback it
+// was given, with the signal's siginfo; the callback is written before
+// sigaction publishes the handler, so it is never seen half-set.
 #define _GNU_SOURCE
 #include "signals.h"
 
@@ -12,18 +14,31 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-static volatile signals_callback sampling_callback;
+static signals_callback sampling_callback; // atomic
 
 // Set by the trigger thread when it finds that another library replaced the
 // sampling handler while Sonde ran; cleared when the handler is installed.
 static volatile bool sampling_handler_lost;
 
+// Handlers running now, on any thread.
+static unsigned handlers_running;
+
 static void sampling_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  signals_callback callback = sampling_callback;
-  if (callback != NULL) callback();
+  __atomic_fetch_add(&handlers_running, 1, __ATOMIC_SEQ_CST);
+  signals_callback callback = __atomic_load_n(&sampling_callback, __ATOMIC_SEQ_CST);
+  if (callback != NULL) callback(info);
+  __atomic_fetch_sub(&handlers_running, 1, __ATOMIC_SEQ_CST);
   errno = saved_errno;
+}
+
+void signals_wait_for_running_handlers(void) {
+  // A handler runs for microseconds; a thread stopped in one (by a
+  // debugger) would hold this up, which is what must not be skipped.
+  struct timespec pause = {.tv_sec = 0, .tv_nsec = 50000};
+  while (__atomic_load_n(&handlers_running, __ATOMIC_SEQ_CST) != 0) nanosleep(&pause, NULL);
 }
 
 static void empty_handler(int signal_number, siginfo_t *info, void *context) {}
@@ -59,11 +74,11 @@ static bool install(void (*handler)(int, siginfo_t *, void *)) {
   return sigaction(SIGPROF, &action, NULL) == 0;
 }
 
-bool signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size) {
+sonde_status signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size) {
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) != 0) {
     snprintf(error, error_size, "could not read the SIGPROF handler: %s", strerror(errno));
-    return false;
+    return SONDE_SIGNAL_FAILED;
   }
   if (!is_ours(&current) && !is_default_or_ignored(&current)) {
     char who[512];
@@ -72,15 +87,15 @@ bool signals_install_sampling_handler(signals_callback on_signal, char *error, s
              "another SIGPROF handler is installed (%s); is another profiler (StackProf, "
              "Datadog, ...) running? Stop it before starting Sonde, or start Sonde with signals: false",
              who);
-    return false;
+    return SONDE_SIGNAL_CONFLICT;
   }
-  sampling_callback = on_signal;
+  __atomic_store_n(&sampling_callback, on_signal, __ATOMIC_SEQ_CST);
   sampling_handler_lost = false;
   if (!install(sampling_handler)) {
     snprintf(error, error_size, "could not install the SIGPROF handler: %s", strerror(errno));
-    return false;
+    return SONDE_SIGNAL_FAILED;
   }
-  return true;
+  return SONDE_OK;
 }
 
 bool signals_sampling_handler_in_place(void) {
@@ -100,12 +115,15 @@ bool signals_sampling_handler_in_place(void) {
 bool signals_sampling_handler_lost(void) { return sampling_handler_lost; }
 
 void signals_install_empty_handler(void) {
+  // First, whatever the disposition: a library that took SIGPROF over may
+  // put our handler back later (restoring what it found), and it must then
+  // find nothing to call.
+  __atomic_store_n(&sampling_callback, NULL, __ATOMIC_SEQ_CST);
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) != 0) return;
   // Someone else took SIGPROF over while we ran: theirs now, leave it be.
   if (!is_ours(&current)) return;
   install(empty_handler); // sampling_handler stays valid if this fails; it checks for a callback
-  sampling_callback = NULL;
 }
 
 void signals_block_in_current_thread(void) {

@@ -9,14 +9,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-// Called from the SIGPROF handler with errno already saved; must be
-// async-signal-safe.
-typedef void (*signals_callback)(void);
+#include <signal.h>
+
+#include "status.h"
+
+// Called from the SIGPROF handler with errno already saved and the signal's
+// siginfo (what sent it); must be async-signal-safe.
+typedef void (*signals_callback)(const siginfo_t *info);
 
 // Installs the sampling handler, which calls on_signal. Refuses when another
-// library's handler is installed: returns false and writes a sentence naming
-// it into error. Also returns false (with the reason) if sigaction fails.
-bool signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size);
+// library's handler is installed: returns SONDE_SIGNAL_CONFLICT and writes a
+// sentence naming it into error; SONDE_SIGNAL_FAILED (with the reason) if
+// sigaction fails.
+sonde_status signals_install_sampling_handler(signals_callback on_signal, char *error, size_t error_size);
 
 // Whether SIGPROF's handler is still Sonde's sampling handler. Once it is
 // not (another library installed its own while Sonde ran, or reset SIGPROF
@@ -29,8 +34,14 @@ bool signals_sampling_handler_in_place(void);
 // until the next install.
 bool signals_sampling_handler_lost(void);
 
-// Replaces the sampling handler by one that does nothing. Idempotent.
+// Replaces the sampling handler by one that does nothing, and drops the
+// callback (a handler already running may still be calling it). Idempotent.
 void signals_install_empty_handler(void);
+
+// Waits until no sampling handler is running on any thread. After
+// signals_install_empty_handler, once this returns, the callback is never
+// called again and what it read may be freed.
+void signals_wait_for_running_handlers(void);
 
 // Blocks SIGPROF in the calling thread (the trigger thread must never take it).
 void signals_block_in_current_thread(void);

@@ -4,14 +4,17 @@
 // library exports (everything else is hidden by -fvisibility=hidden).
 #include <ruby.h>
 
+#include "own_threads.h"
 #include "profiler.h"
+#include "sampling_pass.h"
 #include "vm.h"
-#include "worker.h"
 
 __attribute__((visibility("default"))) const void *sonde_native_libruby_marker(void) { return &rb_cObject; }
 
 __attribute__((visibility("default"))) void sonde_native_init(VALUE native_module) {
   vm_init();
-  worker_init_once();
+  sampling_pass_prepare_job();
+  own_threads_install_thread_list_filter();
   profiler_define_methods(native_module);
+  testing_define_methods(native_module);
 }

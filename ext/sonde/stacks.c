@@ -15,14 +15,29 @@
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
+// A cut stack ends in one marker frame that says how many frames were cut;
+// 0 when the count is unknown (the VM could not count them).
+static uint32_t add_truncation_marker(recorder_frame *frames, uint32_t kept, uint32_t max_frames,
+                                      uint32_t total_depth) {
+  bool cut_unknown = total_depth == 0 && kept == max_frames;
+  if (total_depth <= kept && !cut_unknown) return kept;
+  uint64_t cut = cut_unknown ? 0 : total_depth - kept;
+  frames[kept++] = (recorder_frame){.frame_id = (cut << SYNTHETIC_SHIFT) | SYNTHETIC_TRUNCATED, .line = 0};
+  return kept;
+}
+
 uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames) {
   uint32_t total_depth = 0;
   uint32_t kept = vm_thread_frames(thread_handle, frames, max_frames, &total_depth);
-  if (total_depth > kept) {
-    uint64_t cut = total_depth - kept;
-    frames[kept++] = (recorder_frame){.frame_id = (cut << SYNTHETIC_SHIFT) | SYNTHETIC_TRUNCATED, .line = 0};
+  return add_truncation_marker(frames, kept, max_frames, total_depth);
+}
+
+uint32_t stacks_from_capture(const capture *captured, recorder_frame *frames, uint32_t max_frames) {
+  uint32_t kept = captured->depth < max_frames ? captured->depth : max_frames;
+  for (uint32_t i = 0; i < kept; i++) {
+    frames[i] = (recorder_frame){.frame_id = captured->frame_ids[i], .line = captured->lines[i]};
   }
-  return kept;
+  return add_truncation_marker(frames, kept, max_frames, captured->total_depth);
 }
 
 uint64_t stacks_gc_frame_id(void) { return SYNTHETIC_GC; }
@@ -36,7 +51,11 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
   *first_line = 0;
   switch (frame_id & SYNTHETIC_KIND_MASK) {
     case SYNTHETIC_TRUNCATED:
-      *name = rb_sprintf("(truncated %llu frames)", (unsigned long long)(frame_id >> SYNTHETIC_SHIFT));
+      if ((frame_id >> SYNTHETIC_SHIFT) == 0) {
+        *name = rb_str_new_cstr("(truncated: deeper frames not counted)");
+      } else {
+        *name = rb_sprintf("(truncated %llu frames)", (unsigned long long)(frame_id >> SYNTHETIC_SHIFT));
+      }
       break;
     case SYNTHETIC_GC:
       *name = rb_str_new_cstr("Garbage Collection");

@@ -8,6 +8,7 @@
 
 #include <ruby.h>
 
+#include "capture_buffer.h"
 #include "recorder.h"
 
 // Fills frames (room for max_frames + 1) with the thread's stack, leaf
@@ -15,6 +16,10 @@
 // frames and ends with one "(truncated N frames)" frame. Returns the number
 // of frames written. Needs the GVL; allocates nothing.
 uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames);
+
+// The same for a stack the SIGPROF handler captured: its frames, leaf
+// first, and the marker when it was cut. Allocates nothing.
+uint32_t stacks_from_capture(const capture *captured, recorder_frame *frames, uint32_t max_frames);
 
 // The synthetic frame GC time is recorded under ("Garbage Collection").
 uint64_t stacks_gc_frame_id(void);

@@ -46,6 +46,11 @@ typedef struct {
   // What the thread did during its off_gvl_ns time, as far as its leaf
   // frame tells: VM_THREAD_SLEEPING or VM_THREAD_BLOCKED. Set with gvl_times.
   vm_thread_state off_gvl_state;
+  // Where the backend counts each time a thread takes the GVL (3.3+): an
+  // unchanged count means the thread ran no Ruby code since, so its stack
+  // is the one it had then. Other backends tell by the thread's CPU clock.
+  bool has_gvl_acquisitions;
+  uint64_t gvl_acquisitions;
 } vm_thread_info;
 
 typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
@@ -78,6 +83,34 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
 
 // The VM thread running this code. Safe during GC (reads thread-local state only).
 const void *vm_current_thread_handle(void);
+
+// Describes the thread running this code, as vm_each_thread would. Needs
+// the GVL (a thread-begin hook). Returns false when the thread cannot be
+// described yet (no native thread id).
+bool vm_current_thread_info(vm_thread_info *info);
+
+// ---------------------------------------------------------------------------
+// Inside the SIGPROF handler. These read memory and call nothing that
+// locks, allocates or can raise; errno is the caller's to save.
+
+// Signal-safe: the calling thread's handle (as vm_thread_info.handle) if
+// it holds the GVL, else NULL.
+const void *vm_gvl_holder_self_signal_safe(void);
+
+// Signal-safe: whether the VM is in a GC now (marking, eager sweeping or
+// compacting), on whichever thread.
+bool vm_gc_running_signal_safe(void);
+
+// Signal-safe: reads the calling thread's own Ruby stack, leaf first, into
+// frame_ids/lines (at most max_frames), as vm_thread_frames would for it.
+// self_handle is the calling thread's handle (its vm_thread_info.handle).
+// *total_depth gets the whole stack's depth, or 0 when it could not be
+// counted. Returns the number of frames kept, or VM_CAPTURE_INCONSISTENT
+// when a frame fails a sanity check (a frame half pushed, a thread in its
+// teardown): the caller drops the sample and counts it.
+#define VM_CAPTURE_INCONSISTENT (-1)
+int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *frame_ids, int32_t *lines,
+                                         uint32_t max_frames, uint32_t *total_depth);
 
 // For a thread started from a block: the block (a Proc), else Qnil. Needs the GVL.
 VALUE vm_thread_start_proc(const void *handle);

@@ -66,6 +66,7 @@ typedef struct {
   int last_event;               // a gvl_event
   int64_t since_ns;             // when last_event happened (monotonic)
   int64_t total_ns[GVL_EVENT_COUNT]; // time spent after each event, up to since_ns
+  uint64_t acquisitions;        // RESUMED events since Sonde met the thread (atomic)
 } thread_record;
 
 // Thread-specific storage for thread_record pointers; created at init.
@@ -161,6 +162,7 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
       record_event(record, GVL_EVENT_RESUMED);
     }
+    __atomic_fetch_add(&record->acquisitions, 1, __ATOMIC_RELAXED);
     set_gvl_owner_to_current_thread();
     return;
   }
@@ -190,9 +192,17 @@ bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
   return true;
 }
 
-bool vm_current_thread_holds_gvl_signal_safe(void) {
-  return __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE) == (uintptr_t)pthread_self();
+// The handle of the 3.3 backend names a Thread object, which a signal
+// handler has no business touching: vm_capture_own_stack_signal_safe reads
+// the current execution context instead, so the holder's own "handle" is
+// just a token that is never NULL (glibc's pthread_t never is).
+const void *vm_gvl_holder_self_signal_safe(void) {
+  uintptr_t self = (uintptr_t)pthread_self();
+  return __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE) == self ? (const void *)self : NULL;
 }
+
+// gc.c's during_gc flag, a plain read.
+bool vm_gc_running_signal_safe(void) { return rb_during_gc() != 0; }
 
 // Classes whose C methods put a thread to sleep (sleep, join, Queue#pop,
 // Mutex#lock, ConditionVariable#wait through Mutex#sleep): a thread that let
@@ -317,6 +327,29 @@ bool vm_gc_hooks_slow_allocation(void) { return false; }
 // tell Ractors apart, nor see threads born before Sonde loaded, nor forget
 // threads lost in a fork), and one small array per pass is little next to
 // the frames and clocks read for every thread.
+static void describe_thread(VALUE thread, const thread_record *record, VALUE main_thread, int64_t now_ns,
+                            vm_thread_info *info) {
+  int last_event;
+  *info = (vm_thread_info){
+      .handle = (const void *)thread,
+      .thread = thread,
+      .native_tid = record->tid,
+      .is_main = thread == main_thread,
+      .name = rb_funcall(thread, id_name, 0),
+      .has_gvl_times = true,
+      .has_gvl_acquisitions = true,
+      .gvl_acquisitions = __atomic_load_n(&record->acquisitions, __ATOMIC_RELAXED),
+  };
+  read_times(record, now_ns, &last_event, &info->gvl_times);
+  info->state = state_of(thread, last_event);
+  info->off_gvl_state = off_gvl_state_of(thread, info->state);
+}
+
+// A thread born READY that has not run yet has no frames and no stack to
+// speak of; it is met at its first RESUMED, and its first sample then
+// covers its wait since birth (its record's times start at READY).
+static bool has_run(const thread_record *record) { return record->pthread != 0; }
+
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
   VALUE current = rb_thread_current(), main_thread = rb_thread_main();
@@ -326,25 +359,64 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
     VALUE thread = RARRAY_AREF(threads, i);
     thread_record *record = record_of(thread, current, pid);
     if (record == NULL || record->pid != pid) continue; // no native thread yet, or out of memory
-    int last_event;
-    vm_thread_info info = {
-        .handle = (const void *)thread,
-        .thread = thread,
-        .native_tid = record->tid,
-        .is_main = thread == main_thread,
-        .name = rb_funcall(thread, id_name, 0),
-        .has_gvl_times = true,
-    };
-    read_times(record, now_ns, &last_event, &info.gvl_times);
-    info.state = state_of(thread, last_event);
-    info.off_gvl_state = off_gvl_state_of(thread, info.state);
+    // Met late (asleep since before Sonde loaded) is fine: it ran before.
+    if (!has_run(record) && record->last_event == GVL_EVENT_READY) continue;
+    vm_thread_info info;
+    describe_thread(thread, record, main_thread, now_ns, &info);
     visit(&info, data);
   }
   RB_GC_GUARD(threads);
 }
 
-// rb_profile_thread_frames fills VALUEs and ints; the recorder wants its
-// own frames. These buffers are reused between passes (GVL only).
+bool vm_current_thread_info(vm_thread_info *info) {
+  VALUE thread = rb_thread_current();
+  thread_record *record = record_of_current_thread(thread, getpid());
+  if (record == NULL || record->tid == 0) return false;
+  describe_thread(thread, record, rb_thread_main(), clocks_monotonic_ns(), info);
+  return true;
+}
+
+// rb_profile_frames and rb_profile_thread_frames fill VALUEs and ints; the
+// capture buffer keeps 64-bit ids and 32-bit lines, the same sizes here.
+_Static_assert(sizeof(VALUE) == sizeof(uint64_t), "frame ids are VALUEs");
+_Static_assert(sizeof(int) == sizeof(int32_t), "lines are ints");
+
+// Counting a stack deeper than the frames kept. Ruby 3.3's
+// rb_profile_frames ignores its `start` argument in effect (a `continue`
+// in thread_profile_frames skips the step to the next frame), so the rest
+// of a stack cannot be walked in chunks: the whole stack is read once into
+// this scratch, which holds more frames than a default VM stack can. One
+// reader at a time, handlers included: the flag is taken by exchange, and a
+// reader that finds it taken reports the depth as unknown rather than wait.
+#define DEPTH_COUNT_LIMIT (1 << 16)
+static VALUE depth_count_scratch[DEPTH_COUNT_LIMIT];
+static int depth_count_busy;
+
+// The whole depth of a stack of which `kept` frames were read, or 0 when
+// unknown. thread is Qnil for the calling thread's own stack.
+static uint32_t count_depth(VALUE thread, uint32_t kept, uint32_t max_frames) {
+  if (kept < max_frames) return kept;
+  if (__atomic_exchange_n(&depth_count_busy, 1, __ATOMIC_ACQUIRE)) return 0;
+  int depth = NIL_P(thread) ? rb_profile_frames(0, DEPTH_COUNT_LIMIT, depth_count_scratch, NULL)
+                            : rb_profile_thread_frames(thread, 0, DEPTH_COUNT_LIMIT, depth_count_scratch, NULL);
+  __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE);
+  return depth > 0 && (uint32_t)depth >= kept ? (uint32_t)depth : kept;
+}
+
+// Ruby's own rb_profile_frames is made to run in a signal handler (it
+// returns 0 for a thread with no execution context or no frame yet, see
+// thread_profile_frames in vm_backtrace.c), reads memory only, and reads
+// the calling thread's current execution context: self_handle is not needed.
+int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *frame_ids, int32_t *lines,
+                                         uint32_t max_frames, uint32_t *total_depth) {
+  *total_depth = 0;
+  int got = rb_profile_frames(0, (int)max_frames, (VALUE *)frame_ids, (int *)lines);
+  if (got < 0) return VM_CAPTURE_INCONSISTENT;
+  *total_depth = count_depth(Qnil, (uint32_t)got, max_frames);
+  return got;
+}
+
+// The pass's buffers for other threads' frames, reused (GVL only).
 static VALUE *frame_values;
 static int *frame_lines;
 static uint32_t frame_capacity;
@@ -361,23 +433,6 @@ static bool ensure_frame_capacity(uint32_t wanted) {
   return true;
 }
 
-// Frames below the kept ones are counted in chunks of this many: each call
-// walks the stack from the top again, so big chunks keep the count linear
-// in practice. Only truncated stacks pay for it.
-#define DEPTH_COUNT_CHUNK 1024
-
-static uint32_t count_frames_from(VALUE thread, uint32_t start) {
-  static VALUE scratch_values[DEPTH_COUNT_CHUNK];
-  static int scratch_lines[DEPTH_COUNT_CHUNK];
-  uint32_t depth = start;
-  for (;;) {
-    int got = rb_profile_thread_frames(thread, (int)depth, DEPTH_COUNT_CHUNK, scratch_values, scratch_lines);
-    if (got <= 0) return depth;
-    depth += (uint32_t)got;
-    if (got < DEPTH_COUNT_CHUNK) return depth;
-  }
-}
-
 // Block frames: rb_profile_thread_frames reports a block inside a method
 // with the method's entry, so such a block is named like its method
 // ("Object#burn", at the block's line), not "block in burn" as on 3.1.
@@ -392,7 +447,7 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
   for (uint32_t i = 0; i < kept; i++) {
     frames[i] = (recorder_frame){.frame_id = frame_values[i], .line = frame_lines[i]};
   }
-  *total_depth = kept == max_frames ? count_frames_from(thread, kept) : kept;
+  *total_depth = count_depth(thread, kept, max_frames);
   return kept;
 }
 

@@ -11,6 +11,7 @@
 #include SONDE_MJIT_HEADER
 
 #include <ruby/debug.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,11 +27,6 @@ bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
   if (thread == NULL) return false;
   *owner = thread->thread_id;
   return true;
-}
-
-bool vm_current_thread_holds_gvl_signal_safe(void) {
-  pthread_t owner;
-  return main_ractor != NULL && vm_gvl_owner_from_any_thread(&owner) && pthread_equal(owner, pthread_self());
 }
 
 // Classes whose C methods put a thread to sleep with a timeout (sleep(1),
@@ -98,6 +94,17 @@ static int64_t tid_of(const rb_thread_t *thread) {
   return thread->tid;
 }
 
+static void describe_thread(rb_thread_t *thread, vm_thread_info *info) {
+  *info = (vm_thread_info){
+      .handle = thread,
+      .thread = thread->self,
+      .native_tid = tid_of(thread),
+      .state = state_of(thread),
+      .is_main = thread == main_ractor->threads.main,
+      .name = thread->name,
+  };
+}
+
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   rb_thread_t *thread = NULL;
   list_for_each(&main_ractor->threads.set, thread, lt_node) {
@@ -105,66 +112,155 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
     // Not started yet: no native thread, so no tid, no CPU clock, no frames.
     // Met from its first pass as a running thread, as on 3.3.
     if (thread->tid == 0) continue;
-    vm_thread_info info = {
-        .handle = thread,
-        .thread = thread->self,
-        .native_tid = tid_of(thread),
-        .state = state_of(thread),
-        .is_main = thread == main_ractor->threads.main,
-        .name = thread->name,
-    };
+    vm_thread_info info;
+    describe_thread(thread, &info);
     visit(&info, data);
   }
 }
 
 // The line a Ruby frame is executing, as Ruby's backtraces compute it: pc
-// points past the current instruction, hence the step back.
-static int32_t frame_line(const rb_control_frame_t *frame) {
-  const rb_iseq_t *iseq = frame->iseq;
-  if (frame->pc == NULL) return FIX2INT(iseq->body->location.first_lineno);
-  ptrdiff_t position = frame->pc - iseq->body->iseq_encoded;
+// points past the current instruction, hence the step back. pc was checked
+// to lie inside the iseq's instructions.
+static int32_t frame_line(const rb_iseq_t *iseq, const VALUE *pc) {
+  if (pc == NULL) return (int32_t)FIX2LONG(iseq->body->location.first_lineno); // FIX2INT may raise
+  ptrdiff_t position = pc - iseq->body->iseq_encoded;
   if (position > 0) position--;
   return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
 }
 
-uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
-                          uint32_t *total_depth) {
-  const rb_thread_t *thread = handle;
-  const rb_execution_context_t *ec = thread->ec;
-  const rb_control_frame_t *frame = ec->cfp;
-  const rb_control_frame_t *end = RUBY_VM_END_CONTROL_FRAME(ec);
-  uint32_t kept = 0, depth = 0;
+// The checks a frame read from a signal handler must pass before anything
+// it points at is followed: the handler may interrupt the VM half-way
+// through pushing a frame, or a thread in its teardown. They cost a few
+// loads per frame, so the sampling pass runs them too.
+static bool is_object_of_imemo_type(VALUE value, enum imemo_type type) {
+  if (value == 0 || RB_SPECIAL_CONST_P(value) || (value & (sizeof(VALUE) - 1)) != 0) return false;
+  return RB_BUILTIN_TYPE(value) == T_IMEMO && imemo_type(value) == type;
+}
 
-  for (; frame < end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
+static bool pc_is_inside(const rb_iseq_t *iseq, const VALUE *pc) {
+  const struct rb_iseq_constant_body *body = iseq->body;
+  if (body == NULL || body->iseq_encoded == NULL) return false;
+  return pc == NULL || (pc >= body->iseq_encoded && pc <= body->iseq_encoded + body->iseq_size);
+}
+
+// Bounds of a thread's VM stack, where its control frames live.
+typedef struct {
+  const rb_control_frame_t *top; // the leaf frame
+  const rb_control_frame_t *end; // one past the outermost frame
+} frame_range;
+
+static bool frame_range_of(const rb_execution_context_t *ec, frame_range *range) {
+  if (ec == NULL || ec->vm_stack == NULL || ec->vm_stack_size == 0 || ec->cfp == NULL) return false;
+  const char *low = (const char *)ec->vm_stack;
+  const char *high = (const char *)(ec->vm_stack + ec->vm_stack_size);
+  const char *top = (const char *)ec->cfp;
+  if (top < low || top > high || (size_t)(high - top) % sizeof(rb_control_frame_t) != 0) return false;
+  range->top = ec->cfp;
+  range->end = RUBY_VM_END_CONTROL_FRAME(ec);
+  return true;
+}
+
+// Walks one thread's control frames, leaf first: keeps at most max_frames,
+// counts them all. Returns the number kept, or VM_CAPTURE_INCONSISTENT.
+static int32_t walk_frames(const rb_execution_context_t *ec, uint64_t *frame_ids, int32_t *lines,
+                           uint32_t max_frames, uint32_t *total_depth) {
+  frame_range range;
+  *total_depth = 0;
+  if (!frame_range_of(ec, &range)) return VM_CAPTURE_INCONSISTENT;
+  uint32_t kept = 0, depth = 0;
+  for (const rb_control_frame_t *frame = range.top; frame < range.end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
     if (VM_FRAME_RUBYFRAME_P(frame)) {
-      if (frame->iseq == NULL) continue;
+      const rb_iseq_t *iseq = frame->iseq;
+      if (iseq == NULL) continue;
+      if (!is_object_of_imemo_type((VALUE)iseq, imemo_iseq) || !pc_is_inside(iseq, frame->pc)) {
+        return VM_CAPTURE_INCONSISTENT;
+      }
       if (kept < max_frames) {
         // A method's own frame is named by its method entry, which knows the
         // class ("Object#burn"). A block's frame reports the same method
         // entry, so it is named by its iseq instead ("block in burn"), as
         // Ruby's own backtraces name it.
         const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
-        bool is_method_body = method && method->def->type == VM_METHOD_TYPE_ISEQ &&
-                              method->def->body.iseq.iseqptr == frame->iseq;
-        VALUE id = is_method_body ? (VALUE)method : (VALUE)frame->iseq;
-        frames[kept++] = (recorder_frame){.frame_id = id, .line = frame_line(frame)};
+        bool is_method_body = method && is_object_of_imemo_type((VALUE)method, imemo_ment) &&
+                              method->def->type == VM_METHOD_TYPE_ISEQ && method->def->body.iseq.iseqptr == iseq;
+        frame_ids[kept] = is_method_body ? (VALUE)method : (VALUE)iseq;
+        lines[kept] = frame_line(iseq, frame->pc);
+        kept++;
       }
       depth++;
     } else if (VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_CFUNC) {
+      const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
+      if (method == NULL) continue;
+      if (!is_object_of_imemo_type((VALUE)method, imemo_ment)) return VM_CAPTURE_INCONSISTENT;
       if (kept < max_frames) {
-        const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
-        if (method == NULL) continue;
-        frames[kept++] = (recorder_frame){.frame_id = (VALUE)method, .line = 0};
+        frame_ids[kept] = (VALUE)method;
+        lines[kept] = 0;
+        kept++;
       }
       depth++;
     }
     // Other C frames (the dummy top frame, ifunc glue) carry no user code.
   }
   *total_depth = depth;
-  return kept;
+  return (int32_t)kept;
+}
+
+uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
+                          uint32_t *total_depth) {
+  // The pass reads other threads' frames with the GVL, into the recorder's
+  // frame layout: ids and lines go through a scratch pair first.
+  static uint64_t *ids;
+  static int32_t *lines;
+  static uint32_t capacity;
+  *total_depth = 0;
+  if (max_frames > capacity) {
+    uint64_t *grown_ids = realloc(ids, max_frames * sizeof(*ids));
+    if (grown_ids == NULL) return 0;
+    ids = grown_ids;
+    int32_t *grown_lines = realloc(lines, max_frames * sizeof(*lines));
+    if (grown_lines == NULL) return 0;
+    lines = grown_lines;
+    capacity = max_frames;
+  }
+  const rb_thread_t *thread = handle;
+  int32_t kept = walk_frames(thread->ec, ids, lines, max_frames, total_depth);
+  if (kept < 0) return 0;
+  for (int32_t i = 0; i < kept; i++) frames[i] = (recorder_frame){.frame_id = ids[i], .line = lines[i]};
+  return (uint32_t)kept;
+}
+
+const void *vm_gvl_holder_self_signal_safe(void) {
+  if (main_ractor == NULL) return NULL;
+  const rb_thread_t *owner = __atomic_load_n(&main_ractor->threads.gvl.owner, __ATOMIC_RELAXED);
+  return owner != NULL && pthread_equal(owner->thread_id, pthread_self()) ? owner : NULL;
+}
+
+// gc.c's during_gc flag: a plain read (StackProf's handler reads it the same way).
+bool vm_gc_running_signal_safe(void) { return rb_during_gc() != 0; }
+
+// The handle comes from the thread's own CPU timer record or from the GVL
+// owner, and is checked against pthread_self(): a stale handle (a record
+// retired while its signal was in flight) never leads to another thread's
+// stack, which only the GVL would make safe to read. A thread past its
+// Ruby life (status KILLED, set before its VM stack is cleared) is not read.
+int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *frame_ids, int32_t *lines,
+                                         uint32_t max_frames, uint32_t *total_depth) {
+  const rb_thread_t *thread = self_handle;
+  *total_depth = 0;
+  if (thread == NULL || !pthread_equal(thread->thread_id, pthread_self()) || thread->status == THREAD_KILLED) {
+    return VM_CAPTURE_INCONSISTENT;
+  }
+  return walk_frames(thread->ec, frame_ids, lines, max_frames, total_depth);
 }
 
 const void *vm_current_thread_handle(void) { return GET_THREAD(); }
+
+bool vm_current_thread_info(vm_thread_info *info) {
+  rb_thread_t *thread = GET_THREAD();
+  if (thread == NULL || thread->tid == 0) return false;
+  describe_thread(thread, info);
+  return true;
+}
 
 VALUE vm_thread_start_proc(const void *handle) {
   const rb_thread_t *thread = handle;

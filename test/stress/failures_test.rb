@@ -4,7 +4,7 @@ require "socket"
 require_relative "stress_helper"
 
 # Proves that failures inside the profiler never reach the application:
-# - a sampling pass that fails (Sonde::Native.fail_next_sample, with signals
+# - a sampling pass that fails (Sonde::Native::Testing.fail_next_sample, with signals
 #   and on the idle helper without) stops sampling; four threads computing
 #   finish with the right results; Sonde.running? turns false; Sonde.stop
 #   raises Sonde::SamplingError carrying the cause and the partial profile;

@@ -54,7 +54,7 @@ pids = Array.new(WORKERS) do |i|
   fork do
     cpu = __send__(:"worker_#{i}", WORKER_SECONDS)
     puts JSON.generate(worker: i, pid: Process.pid, cpu: cpu, running: Sonde.running?,
-                       flusher: Thread.list.any? { |t| t.name == "sonde-flusher" && t.alive? })
+                       flusher: Sonde.threads.any? { |t| t.name == "sonde-flusher" && t.alive? })
   end
 end
 statuses = pids.to_h { |pid| [pid, Process.wait2(pid).last.exitstatus] }

@@ -41,7 +41,7 @@ def app_under_failure
   threads = Array.new(4) { |k| Thread.new { compute(WORK + k) } }
   sleeper = Thread.new { sleep 0.3 }
   sleep 0.05
-  Sonde::Native.fail_next_sample
+  Sonde::Native::Testing.fail_next_sample
   results = threads.map(&:value)
   sleeper.join
   results.each_with_index.all? { |value, k| value == expected(WORK + k) }
@@ -80,7 +80,7 @@ when "failure_churn"
   count = Integer(ARGV.fetch(1))
   cycle = lambda do
     Sonde.start(rate: 1000)
-    Sonde::Native.fail_next_sample
+    Sonde::Native::Testing.fail_next_sample
     deadline = monotonic + 0.02
     compute(1000) while Sonde.running? && monotonic < deadline
     begin

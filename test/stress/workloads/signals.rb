@@ -144,7 +144,7 @@ when "kill_after_stop"
   kill_self(5)
   Sonde.start(rate: 1000)
   spin(0.05)
-  Sonde::Native.fail_next_sample
+  Sonde::Native::Testing.fail_next_sample
   spin(0.1)
   begin
     Sonde.stop

@@ -1,0 +1,160 @@
+// capture_buffer.c: the slots the SIGPROF handler fills (see the header).
+//
+// Runs in two contexts: the handler (claim, publish, abandon, sequence:
+// atomics only, no locks, no allocation, no Ruby) and the one consumer,
+// which holds the GVL (drain, mark, reset). Each slot's state word is the
+// only thing they share about it:
+//
+//   FREE --claim (CAS, handler)--> WRITING --publish--> PUBLISHED
+//   PUBLISHED --drain (CAS, consumer)--> READING --taken--> FREE
+//                                                 --kept---> PUBLISHED
+//
+// A handler writes a slot's contents only while it is WRITING, the consumer
+// reads them only while it is READING: the compare-and-swaps, with acquire
+// and release order, hand the contents over between threads.
+#include "capture_buffer.h"
+
+#include <stdlib.h>
+
+enum { SLOT_FREE, SLOT_WRITING, SLOT_PUBLISHED, SLOT_READING };
+
+struct capture_buffer {
+  uint32_t slot_count;
+  uint32_t frame_capacity;
+  capture *slots;
+  uint32_t *states;   // one per slot, atomic
+  uint32_t *order;    // the consumer's scratch: slots being drained, by sequence
+  uint64_t *frame_ids; // slot_count * frame_capacity, slot i's at i * frame_capacity
+  int32_t *lines;
+  uint64_t sequence;  // atomic
+  uint64_t published; // atomic
+  uint64_t drops;     // atomic
+};
+
+capture_buffer *capture_buffer_new(uint32_t slot_count, uint32_t frame_capacity) {
+  if (slot_count == 0 || frame_capacity == 0) return NULL;
+  capture_buffer *buffer = calloc(1, sizeof(*buffer));
+  if (buffer == NULL) return NULL;
+  buffer->slot_count = slot_count;
+  buffer->frame_capacity = frame_capacity;
+  buffer->slots = calloc(slot_count, sizeof(capture));
+  buffer->states = calloc(slot_count, sizeof(uint32_t));
+  buffer->order = calloc(slot_count, sizeof(uint32_t));
+  // Large and zeroed: calloc maps fresh pages, which cost no memory until a
+  // handler writes them, and the lowest free slot is always taken first.
+  buffer->frame_ids = calloc((size_t)slot_count * frame_capacity, sizeof(uint64_t));
+  buffer->lines = calloc((size_t)slot_count * frame_capacity, sizeof(int32_t));
+  if (!buffer->slots || !buffer->states || !buffer->order || !buffer->frame_ids || !buffer->lines) {
+    capture_buffer_free(buffer);
+    return NULL;
+  }
+  for (uint32_t i = 0; i < slot_count; i++) {
+    buffer->slots[i].frame_ids = buffer->frame_ids + (size_t)i * frame_capacity;
+    buffer->slots[i].lines = buffer->lines + (size_t)i * frame_capacity;
+  }
+  return buffer;
+}
+
+void capture_buffer_free(capture_buffer *buffer) {
+  if (buffer == NULL) return;
+  free(buffer->slots);
+  free(buffer->states);
+  free(buffer->order);
+  free(buffer->frame_ids);
+  free(buffer->lines);
+  free(buffer);
+}
+
+uint32_t capture_buffer_frame_capacity(const capture_buffer *buffer) { return buffer->frame_capacity; }
+
+uint32_t capture_buffer_slot_count(const capture_buffer *buffer) { return buffer->slot_count; }
+
+static uint32_t index_of(const capture_buffer *buffer, const capture *slot) {
+  return (uint32_t)(slot - buffer->slots);
+}
+
+capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
+  for (uint32_t i = 0; i < buffer->slot_count; i++) {
+    uint32_t expected = SLOT_FREE;
+    if (__atomic_load_n(&buffer->states[i], __ATOMIC_RELAXED) != SLOT_FREE) continue;
+    if (__atomic_compare_exchange_n(&buffer->states[i], &expected, SLOT_WRITING, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      capture *slot = &buffer->slots[i];
+      slot->kind = 0;
+      slot->flags = 0;
+      slot->tid = 0;
+      slot->cpu_ns = 0;
+      slot->sequence = 0;
+      slot->depth = 0;
+      slot->total_depth = 0;
+      return slot;
+    }
+  }
+  __atomic_fetch_add(&buffer->drops, 1, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+void capture_buffer_publish_signal_safe(capture_buffer *buffer, capture *slot) {
+  __atomic_fetch_add(&buffer->published, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&buffer->states[index_of(buffer, slot)], SLOT_PUBLISHED, __ATOMIC_RELEASE);
+}
+
+void capture_buffer_abandon_signal_safe(capture_buffer *buffer, capture *slot) {
+  __atomic_store_n(&buffer->states[index_of(buffer, slot)], SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+uint64_t capture_buffer_next_sequence_signal_safe(capture_buffer *buffer) {
+  return __atomic_add_fetch(&buffer->sequence, 1, __ATOMIC_RELAXED);
+}
+
+uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, void *data) {
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < buffer->slot_count; i++) {
+    uint32_t expected = SLOT_PUBLISHED;
+    if (__atomic_load_n(&buffer->states[i], __ATOMIC_RELAXED) != SLOT_PUBLISHED) continue;
+    if (__atomic_compare_exchange_n(&buffer->states[i], &expected, SLOT_READING, false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      buffer->order[count++] = i;
+    }
+  }
+  // Insertion sort by sequence: a drain sees a handful of slots, and the
+  // consumer wants them in the order they were captured (the latest wall
+  // capture of a thread is the one that counts).
+  for (uint32_t i = 1; i < count; i++) {
+    uint32_t moving = buffer->order[i];
+    uint32_t j = i;
+    while (j > 0 && buffer->slots[buffer->order[j - 1]].sequence > buffer->slots[moving].sequence) {
+      buffer->order[j] = buffer->order[j - 1];
+      j--;
+    }
+    buffer->order[j] = moving;
+  }
+  uint32_t taken = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t index = buffer->order[i];
+    bool take = visit(&buffer->slots[index], data) == CAPTURE_TAKEN;
+    __atomic_store_n(&buffer->states[index], take ? SLOT_FREE : SLOT_PUBLISHED, __ATOMIC_RELEASE);
+    if (take) taken++;
+  }
+  return taken;
+}
+
+void capture_buffer_each_published_frame(const capture_buffer *buffer, void (*visit)(uint64_t frame_id, void *data),
+                                         void *data) {
+  for (uint32_t i = 0; i < buffer->slot_count; i++) {
+    uint32_t state = __atomic_load_n(&buffer->states[i], __ATOMIC_ACQUIRE);
+    if (state != SLOT_PUBLISHED && state != SLOT_READING) continue;
+    const capture *slot = &buffer->slots[i];
+    for (uint32_t f = 0; f < slot->depth; f++) visit(slot->frame_ids[f], data);
+  }
+}
+
+void capture_buffer_reset(capture_buffer *buffer) {
+  for (uint32_t i = 0; i < buffer->slot_count; i++) __atomic_store_n(&buffer->states[i], SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+uint64_t capture_buffer_published(const capture_buffer *buffer) {
+  return __atomic_load_n(&buffer->published, __ATOMIC_RELAXED);
+}
+
+uint64_t capture_buffer_drops(const capture_buffer *buffer) { return __atomic_load_n(&buffer->drops, __ATOMIC_RELAXED); }

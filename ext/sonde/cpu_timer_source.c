@@ -1,0 +1,84 @@
+// cpu_timer_source.c: the CPU-timer event source (see the header).
+//
+// With the GVL: start, stop, stats, and the thread-begin hook, which Ruby
+// runs on the new thread as it starts (RUBY_EVENT_THREAD_BEGIN: an event
+// hook for threads only, which costs nothing elsewhere; no per-line or
+// per-call event is enabled). forget_after_fork runs in a forked child.
+#include "cpu_timer_source.h"
+
+#include <ruby/debug.h>
+
+#include "capture_buffer.h"
+#include "cpu_timers.h"
+#include "sampling_pass.h"
+#include "thread_contexts.h"
+
+// The active run's thread-begin hook (a TracePoint), or Qnil. Set by start,
+// cleared by stop, with the GVL; registered with the GC at load.
+static VALUE thread_begin_hook = Qnil;
+
+static void on_thread_begin(VALUE tracepoint, void *unused) {
+  sonde_run *run = run_active();
+  if (run != NULL && run->timers != NULL) sampling_pass_meet_current_thread(run);
+}
+
+static sonde_status start_cpu_timers(sonde_run *run, char *error, size_t error_size) {
+  if (run->timers == NULL) return SONDE_OK; // no-signals mode
+  static bool registered;
+  if (!registered) {
+    rb_gc_register_address(&thread_begin_hook);
+    registered = true;
+  }
+  thread_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
+  rb_tracepoint_enable(thread_begin_hook);
+  return SONDE_OK;
+}
+
+static void stop_cpu_timers(sonde_run *run) {
+  if (!NIL_P(thread_begin_hook)) {
+    rb_tracepoint_disable(thread_begin_hook);
+    thread_begin_hook = Qnil;
+  }
+  if (run->timers != NULL) cpu_timers_disarm_all(run->timers);
+}
+
+// The hook is a registered global (start): nothing else to mark.
+static void mark_cpu_timers(const sonde_run *run) {}
+
+#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), value)
+
+static void add_cpu_timer_stats(const sonde_run *run, VALUE stats) {
+  if (run->timers == NULL) {
+    PUT(stats, "cpu_timers", Qfalse);
+    return;
+  }
+  cpu_timer_stats timers = cpu_timers_stats(run->timers);
+  PUT(stats, "cpu_timers", timers.unavailable ? Qfalse : Qtrue);
+  PUT(stats, "cpu_timer_threads", ULL2NUM(timers.live));
+  PUT(stats, "cpu_timer_signals", ULL2NUM(timers.signals));
+  PUT(stats, "cpu_timer_failures", ULL2NUM(timers.failures));
+  // What rate the kernel really delivered: at most its tick, whatever was asked.
+  double seconds = (double)timers.sampled_cpu_ns / 1e9;
+  PUT(stats, "cpu_sample_rate_hz", DBL2NUM(seconds > 0 ? (double)timers.signals / seconds : 0.0));
+  PUT(stats, "captures_dropped", ULL2NUM(capture_buffer_drops(run->captures)));
+}
+
+// Timers are not inherited by a forked child, nor are the other threads
+// whose captures may sit in the buffer.
+// The thread-begin hook is Ruby's, and survives the fork: the child's stop
+// disables it like any other run's.
+static void forget_cpu_timers_after_fork(sonde_run *run) {
+  if (run->timers == NULL) return;
+  cpu_timers_forget_after_fork(run->timers);
+  thread_contexts_forget_timers_after_fork(run->contexts);
+  capture_buffer_reset(run->captures);
+}
+
+const event_source cpu_timer_source = {
+    .name = "cpu timers",
+    .start = start_cpu_timers,
+    .stop = stop_cpu_timers,
+    .mark = mark_cpu_timers,
+    .add_stats = add_cpu_timer_stats,
+    .forget_after_fork = forget_cpu_timers_after_fork,
+};

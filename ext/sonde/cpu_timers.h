@@ -1,0 +1,96 @@
+// cpu_timers.h: one kernel timer per profiled thread, on that thread's own
+// CPU clock (timer_create on the clock of its tid, SIGEV_THREAD_ID aimed at
+// the thread). After every interval of the thread's CPU time the kernel
+// sends SIGPROF to the thread itself, wherever it is: running Ruby, in C
+// code that released the GVL, in GC. Idle threads get no signal.
+//
+// The kernel checks CPU timers at its tick (250 Hz on these machines), so a
+// thread is signalled at most that often whatever the interval; each signal
+// says how much CPU the thread used since its previous one (read from its
+// clock), so sampled totals stay exact at any effective rate.
+//
+// Contexts: arm, disarm and the rest take this module's own lock (the pass
+// and the thread-begin hook hold the GVL, the trigger thread does not);
+// cpu_timers_on_signal_signal_safe runs inside the SIGPROF handler and
+// takes no lock: it finds its thread's record through the timer's
+// sigev_value, checked against a generation so that a signal still queued
+// for a deleted timer is recognised and ignored.
+#ifndef SONDE_CPU_TIMERS_H
+#define SONDE_CPU_TIMERS_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct cpu_timers cpu_timers;
+
+// A live timer, as arm returns it; 0 is "none".
+typedef uint64_t cpu_timer_ref;
+
+// interval_ns of CPU time between signals; seed makes the first signal of
+// each thread fall at a random point of its first interval (below). NULL
+// when out of memory.
+cpu_timers *cpu_timers_new(int64_t interval_ns, uint64_t seed);
+
+// Only after cpu_timers_disarm_all and once no SIGPROF handler can run.
+void cpu_timers_free(cpu_timers *timers);
+
+typedef enum {
+  CPU_TIMER_ARMED,
+  CPU_TIMER_THREAD_GONE,   // the thread ended before its timer could be made
+  CPU_TIMER_REFUSED,       // the kernel refused this timer (a limit): this thread goes without
+  CPU_TIMER_UNAVAILABLE,   // timers cannot be made here (seccomp, no kernel support): none will be
+} cpu_timer_result;
+
+// Makes and arms the timer of thread tid; thread_handle is handed back to
+// its signals (the VM handle the handler reads its stack with). The first
+// signal falls at a random point of the first interval, and the thread's
+// CPU time is counted from as far before the arming as that point is short
+// of a whole interval: a thread that uses less than one interval of CPU in
+// its life is then sampled with the probability its CPU time deserves, and
+// what a sample says is right on average. The first refusal of the
+// CPU_TIMER_UNAVAILABLE kind is remembered: later calls return it at once.
+cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thread_handle, cpu_timer_ref *ref);
+
+// Deletes a thread's timer (the thread ended). A signal it had queued is
+// ignored when it arrives. Does nothing for ref 0 or a ref already disarmed.
+void cpu_timers_disarm(cpu_timers *timers, cpu_timer_ref ref);
+
+// Deletes every timer and refuses new ones from then on (stop, or another
+// library took SIGPROF over). Any thread; idempotent.
+void cpu_timers_disarm_all(cpu_timers *timers);
+
+// In a forked child: timers are not inherited by fork, so the records are
+// dropped without deleting anything (the ids are the parent's). The lock
+// is made anew: another thread may have held it at fork.
+void cpu_timers_forget_after_fork(cpu_timers *timers);
+
+// What one CPU-timer signal says, for the capture.
+typedef struct {
+  int32_t tid;
+  const void *thread_handle;
+  int64_t cpu_ns; // CPU time of this thread since its previous CPU sample
+} cpu_timer_hit;
+
+// Inside the SIGPROF handler: whether this signal came from one of the live
+// timers (si_code SI_TIMER and a current generation), and if so what it
+// says. Reads the calling thread's CPU clock. Lock-free.
+bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info, cpu_timer_hit *hit);
+
+// Stats. live: timers armed now. signals: CPU-timer signals taken;
+// sampled_cpu_ns: CPU time they covered (so signals / sampled seconds is
+// the effective rate); failures: timers the kernel refused.
+typedef struct {
+  uint64_t live, signals, failures;
+  int64_t sampled_cpu_ns;
+  bool unavailable;
+  int unavailable_errno;
+} cpu_timer_stats;
+
+cpu_timer_stats cpu_timers_stats(cpu_timers *timers);
+
+// Tests only: makes every later timer_create fail with err, as a seccomp
+// filter or a container policy would.
+void cpu_timers_fail_creation_for_testing(cpu_timers *timers, int err);
+
+#endif

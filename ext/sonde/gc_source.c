@@ -1,0 +1,233 @@
+// gc_source.c: GC time as "Garbage Collection" samples (see the header).
+//
+// Contexts: on_gc_event_no_alloc runs inside GC, from Ruby's internal GC
+// tracepoint: it reads clocks and writes this module's fields, and
+// allocates nothing and calls no Ruby code (both are forbidden during GC).
+// Everything else runs with the GVL, outside GC.
+#include "gc_source.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ruby/debug.h>
+
+#include "clocks.h"
+#include "own_threads.h"
+#include "recorder_slots.h"
+#include "stacks.h"
+#include "thread_contexts.h"
+#include "thread_states.h"
+#include "vm.h"
+
+struct gc_source {
+  bool record_gc;
+  bool polled; // Ruby 3.1/3.2: GC.total_time at each pass instead of a hook
+  VALUE tracepoint;
+  // Written during GC by the tracepoint, read with the GVL after it.
+  int64_t started_wall_ns;
+  int64_t started_cpu_ns;
+  int64_t gc_tid; // the thread that ran the GC
+  int64_t pending_wall_ns;
+  int64_t pending_cpu_ns;
+  // Polling.
+  int64_t total_time_seen_ns; // GC.total_time at the previous poll
+  size_t count_seen;          // GC.count at the previous poll
+  int64_t last_running_tid;
+  // Stats.
+  uint64_t events;  // GC enter/exit pairs (3.3+), or GCs counted (3.1/3.2)
+  uint64_t samples; // merged GC records
+};
+
+gc_source *gc_source_new(bool record_gc) {
+  gc_source *gc = calloc(1, sizeof(*gc));
+  if (gc == NULL) return NULL;
+  gc->record_gc = record_gc;
+  gc->tracepoint = Qnil;
+  return gc;
+}
+
+void gc_source_free(gc_source *gc) { free(gc); }
+
+void gc_source_note_running_thread(gc_source *gc, int64_t tid) { gc->last_running_tid = tid; }
+
+// ---------------------------------------------------------------------------
+// During GC.
+
+static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
+  gc_source *gc = data;
+  rb_trace_arg_t *arg = rb_tracearg_from_tracepoint(tracepoint);
+  switch (rb_tracearg_event_flag(arg)) {
+    case RUBY_INTERNAL_EVENT_GC_ENTER:
+      gc->started_wall_ns = clocks_monotonic_ns();
+      gc->started_cpu_ns = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+      gc->gc_tid = (int64_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
+      break;
+    case RUBY_INTERNAL_EVENT_GC_EXIT: {
+      if (gc->started_wall_ns == 0) return; // enabled mid-GC
+      gc->pending_wall_ns += clocks_monotonic_ns() - gc->started_wall_ns;
+      int64_t cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+      if (cpu >= 0 && gc->started_cpu_ns >= 0) gc->pending_cpu_ns += cpu - gc->started_cpu_ns;
+      gc->started_wall_ns = 0;
+      gc->events++;
+      break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Polling Ruby's GC clock (3.1, 3.2).
+
+static ID id_total_time;
+static VALUE gc_module;
+
+static VALUE read_gc_total_time(VALUE unused) { return rb_funcall(gc_module, id_total_time, 0); }
+
+// GC.total_time: nanoseconds Ruby itself spent in GC (from 3.1), measured by
+// gc.c around each GC step whether or not anyone asks. -1 when unreadable
+// (it raised, or GC.measure_total_time was turned off and it stays still).
+static int64_t gc_total_time_ns(void) {
+  int raised = 0;
+  VALUE total = rb_protect(read_gc_total_time, Qnil, &raised);
+  if (raised) {
+    rb_set_errinfo(Qnil);
+    return -1;
+  }
+  return RB_INTEGER_TYPE_P(total) ? (int64_t)NUM2LL(total) : -1;
+}
+
+// GC.total_time is measured on the process CPU clock: it is both the GC's
+// CPU time and, GC being CPU work with the GVL held, its wall time. GC runs
+// on the thread that allocates, which between two passes is nearly always
+// the one last seen running Ruby.
+static void poll_gc_time(gc_source *gc) {
+  int64_t total = gc_total_time_ns();
+  if (total < 0 || gc->total_time_seen_ns < 0) {
+    gc->total_time_seen_ns = total;
+    return;
+  }
+  int64_t spent = total - gc->total_time_seen_ns;
+  gc->total_time_seen_ns = total;
+  size_t count = rb_gc_count();
+  gc->events += count - gc->count_seen;
+  gc->count_seen = count;
+  if (spent <= 0) return;
+  gc->pending_cpu_ns += spent;
+  gc->pending_wall_ns += spent;
+  gc->gc_tid = gc->last_running_tid;
+}
+
+// ---------------------------------------------------------------------------
+// Recording, with the GVL.
+
+uint8_t gc_source_latest_gc_state(void) {
+  VALUE major_by = rb_gc_latest_gc_info(ID2SYM(rb_intern("major_by")));
+  VALUE gc_by = rb_gc_latest_gc_info(ID2SYM(rb_intern("gc_by")));
+  const char *reason = SYMBOL_P(gc_by) ? rb_id2name(SYM2ID(gc_by)) : NULL;
+  return thread_state_of_gc(RTEST(major_by), thread_state_gc_reason_index(reason));
+}
+
+static VALUE native_thread_id_of(VALUE thread) { return rb_funcall(thread, rb_intern("native_thread_id"), 0); }
+static VALUE name_of(VALUE thread) { return rb_funcall(thread, rb_intern("name"), 0); }
+
+static VALUE call_quietly(VALUE (*function)(VALUE), VALUE thread) {
+  int raised = 0;
+  VALUE result = rb_protect(function, thread, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+  return raised ? Qnil : result;
+}
+
+// A GC can run on one of Sonde's own threads (the flusher allocates): it is
+// named as that thread is, by its tid.
+static void name_own_thread(const own_threads *own, int64_t tid, char *name, size_t size) {
+  snprintf(name, size, "thread %lld", (long long)tid);
+  for (int i = 0; i < own->count; i++) {
+    VALUE id = call_quietly(native_thread_id_of, own->threads[i]);
+    if (!FIXNUM_P(id) || FIX2LONG(id) != tid) continue;
+    VALUE named = call_quietly(name_of, own->threads[i]);
+    if (RB_TYPE_P(named, T_STRING)) snprintf(name, size, "%.*s", (int)RSTRING_LEN(named), RSTRING_PTR(named));
+    return;
+  }
+}
+
+bool gc_source_record_pending(sonde_run *run) {
+  gc_source *gc = run->gc;
+  if (gc->polled) poll_gc_time(gc);
+  if (gc->pending_wall_ns <= 0 && gc->pending_cpu_ns <= 0) return true;
+  int64_t wall = gc->pending_wall_ns, cpu = gc->pending_cpu_ns;
+  gc->pending_wall_ns = 0;
+  gc->pending_cpu_ns = 0;
+
+  char own_name[THREAD_NAME_SIZE];
+  const char *thread_name = own_name;
+  thread_context *context = gc->gc_tid ? thread_contexts_find_by_tid(run->contexts, gc->gc_tid) : NULL;
+  if (context != NULL) {
+    thread_name = context->name;
+    context->gc_wall_ns_to_deduct += wall;
+    // A thread with a CPU timer has its GC's CPU time sampled there (its
+    // signals that land in GC are GC samples): counting it here too would
+    // count it twice.
+    if (context->timer != 0) {
+      cpu = 0;
+    } else {
+      context->gc_cpu_ns_to_deduct += cpu;
+    }
+  } else {
+    name_own_thread(run->own, gc->gc_tid, own_name, sizeof(own_name));
+  }
+  recorder_frame frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = cpu, [RECORDER_WALL_TIME_NS] = wall};
+  if (recorder_record(recorder_slots_active(run->slots), &frame, 1, gc->gc_tid, thread_name,
+                      gc_source_latest_gc_state(), values) != 0) {
+    return false; // out of memory: this GC record is lost
+  }
+  gc->samples++;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The GC source.
+
+static sonde_status start_gc(sonde_run *run, char *error, size_t error_size) {
+  gc_source *gc = run->gc;
+  if (!gc->record_gc) return SONDE_OK;
+  if (vm_gc_hooks_slow_allocation()) {
+    if (gc_module == 0) {
+      gc_module = rb_const_get(rb_cObject, rb_intern("GC"));
+      id_total_time = rb_intern("total_time");
+    }
+    gc->polled = true;
+    gc->total_time_seen_ns = gc_total_time_ns();
+    gc->count_seen = rb_gc_count();
+    return SONDE_OK;
+  }
+  gc->tracepoint =
+      rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT, on_gc_event_no_alloc, gc);
+  rb_tracepoint_enable(gc->tracepoint);
+  return SONDE_OK;
+}
+
+static void stop_gc(sonde_run *run) {
+  gc_source *gc = run->gc;
+  if (!NIL_P(gc->tracepoint)) rb_tracepoint_disable(gc->tracepoint);
+}
+
+static void mark_gc(const sonde_run *run) { rb_gc_mark(run->gc->tracepoint); }
+
+static void add_gc_stats(const sonde_run *run, VALUE stats) {
+  rb_hash_aset(stats, ID2SYM(rb_intern("gc_events")), ULL2NUM(run->gc->events));
+  rb_hash_aset(stats, ID2SYM(rb_intern("gc_samples")), ULL2NUM(run->gc->samples));
+}
+
+// Nothing of the GC source lives in another thread.
+static void forget_gc_after_fork(sonde_run *run) {}
+
+const event_source gc_event_source = {
+    .name = "gc",
+    .start = start_gc,
+    .stop = stop_gc,
+    .mark = mark_gc,
+    .add_stats = add_gc_stats,
+    .forget_after_fork = forget_gc_after_fork,
+};

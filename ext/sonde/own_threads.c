@@ -1,0 +1,59 @@
+// own_threads.c: Sonde's own Ruby threads (see the header). With the GVL.
+//
+// The Thread.list filter is written in C, not Ruby, because the sampling
+// pass calls Thread.list (vm_public.c): a Ruby method there would run Ruby
+// code, and fire the application's TracePoints, inside a pass.
+#include "own_threads.h"
+
+#include "run.h"
+
+void own_threads_init(own_threads *own) {
+  own->count = 0;
+  for (int i = 0; i < MAX_OWN_THREADS; i++) own->threads[i] = Qnil;
+}
+
+bool own_threads_add(own_threads *own, VALUE thread) {
+  if (own_threads_contains(own, thread)) return true;
+  if (own->count == MAX_OWN_THREADS) return false;
+  own->threads[own->count++] = thread;
+  return true;
+}
+
+void own_threads_remove(own_threads *own, VALUE thread) {
+  for (int i = 0; i < own->count; i++) {
+    if (own->threads[i] != thread) continue;
+    own->threads[i] = own->threads[--own->count];
+    own->threads[own->count] = Qnil;
+    return;
+  }
+}
+
+bool own_threads_contains(const own_threads *own, VALUE thread) {
+  for (int i = 0; i < own->count; i++) {
+    if (own->threads[i] == thread) return true;
+  }
+  return false;
+}
+
+void own_threads_mark(const own_threads *own) {
+  for (int i = 0; i < own->count; i++) rb_gc_mark(own->threads[i]);
+}
+
+static VALUE thread_list_without_sonde(VALUE self) {
+  VALUE all = rb_call_super(0, NULL);
+  sonde_run *run = run_active();
+  if (run == NULL || run->own->count == 0 || !RB_TYPE_P(all, T_ARRAY)) return all;
+  VALUE kept = rb_ary_new_capa(RARRAY_LEN(all));
+  for (long i = 0; i < RARRAY_LEN(all); i++) {
+    VALUE thread = RARRAY_AREF(all, i);
+    if (!own_threads_contains(run->own, thread)) rb_ary_push(kept, thread);
+  }
+  return kept;
+}
+
+void own_threads_install_thread_list_filter(void) {
+  VALUE sonde = rb_const_get(rb_cObject, rb_intern("Sonde"));
+  VALUE filter = rb_define_module_under(sonde, "ThreadListFilter");
+  rb_define_method(filter, "list", thread_list_without_sonde, 0);
+  rb_prepend_module(rb_singleton_class(rb_cThread), filter);
+}

@@ -1,0 +1,613 @@
+// sampling_pass.c: recording, with the GVL (see the header).
+//
+// Holding the GVL is what keeps other threads' stacks and states still
+// while they are read: a thread that does not hold it cannot run Ruby, so
+// its stack is the one it had when it let the GVL go. The thread that held
+// the GVL at the tick has moved on to a safe point by the time its pass
+// runs, so its stack comes from its SIGPROF handler, which read it where
+// the signal landed (signal_sampler.c).
+//
+// Steady state allocates nothing: contexts are made once per thread, the
+// thread list and frame buffers are reused, a thread that has not run since
+// its previous sample is recorded with the stack id it had, and the
+// recorder grows only on new stacks. Naming a new thread may call Ruby.
+#include "sampling_pass.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "capture_buffer.h"
+#include "clocks.h"
+#include "cpu_timers.h"
+#include "gc_source.h"
+#include "own_threads.h"
+#include "recorder_slots.h"
+#include "scheduler.h"
+#include "stacks.h"
+#include "thread_contexts.h"
+#include "thread_states.h"
+#include "vm.h"
+
+#define INITIAL_THREAD_CAPACITY 16
+
+struct sampling_pass {
+  uint32_t max_frames;
+  recorder_frame *frames; // max_frames + 1 (the truncation marker)
+  vm_thread_info *threads; // this pass's threads, reused between passes
+  size_t thread_count, thread_capacity;
+  int64_t previous_pass_ns;
+  // The stack the GVL holder had at the tick, from its handler.
+  int64_t holder_tid;
+  uint32_t holder_depth;
+  bool holder_read_later; // its handler could not read it (a GC ran): read it now
+  recorder_frame *holder_frames; // max_frames + 1
+  VALUE failure;
+  bool fail_next;
+  bool in_progress; // a pass that calls into Ruby must not be re-entered
+  // Stats.
+  uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
+  int64_t ns_total, ns_min, ns_max;
+};
+
+sampling_pass *sampling_pass_new(uint32_t max_frames) {
+  sampling_pass *pass = calloc(1, sizeof(*pass));
+  if (pass == NULL) return NULL;
+  pass->max_frames = max_frames;
+  pass->failure = Qnil;
+  pass->frames = calloc((size_t)max_frames + 1, sizeof(recorder_frame));
+  pass->holder_frames = calloc((size_t)max_frames + 1, sizeof(recorder_frame));
+  pass->threads = calloc(INITIAL_THREAD_CAPACITY, sizeof(vm_thread_info));
+  pass->thread_capacity = INITIAL_THREAD_CAPACITY;
+  if (!pass->frames || !pass->holder_frames || !pass->threads) {
+    sampling_pass_free(pass);
+    return NULL;
+  }
+  return pass;
+}
+
+void sampling_pass_free(sampling_pass *pass) {
+  if (pass == NULL) return;
+  free(pass->frames);
+  free(pass->holder_frames);
+  free(pass->threads);
+  free(pass);
+}
+
+VALUE sampling_pass_failure(const sampling_pass *pass) { return pass->failure; }
+
+void sampling_pass_fail_next_for_testing(sampling_pass *pass) { pass->fail_next = true; }
+
+void sampling_pass_mark(const sampling_pass *pass) { rb_gc_mark(pass->failure); }
+
+// ---------------------------------------------------------------------------
+// Threads.
+
+typedef struct {
+  sonde_run *run;
+  sampling_pass *pass;
+} list_run;
+
+// Copies the thread list first: naming a new thread calls into Ruby, and the
+// VM's list must not be walked across such a call. Sonde's own threads are
+// left out.
+static void collect_thread(const vm_thread_info *info, void *data) {
+  list_run *list = data;
+  sampling_pass *pass = list->pass;
+  if (own_threads_contains(list->run->own, info->thread)) return;
+  if (pass->thread_count == pass->thread_capacity) {
+    size_t capacity = pass->thread_capacity * 2;
+    vm_thread_info *grown = realloc(pass->threads, capacity * sizeof(vm_thread_info));
+    if (grown == NULL) {
+      pass->dropped_samples++; // this thread is not sampled this pass
+      return;
+    }
+    pass->threads = grown;
+    pass->thread_capacity = capacity;
+  }
+  pass->threads[pass->thread_count++] = *info;
+}
+
+static void list_threads(sonde_run *run, int64_t now) {
+  run->pass->thread_count = 0;
+  list_run list = {run, run->pass};
+  vm_each_thread(now, collect_thread, &list);
+}
+
+static void disarm_timer_of(thread_context *context, void *data) {
+  sonde_run *run = data;
+  if (run->timers != NULL && context->timer != 0) cpu_timers_disarm(run->timers, context->timer);
+  context->timer = 0;
+}
+
+static void warn_timers_unavailable_once(int err) {
+  static bool warned;
+  if (warned) return;
+  warned = true;
+  fprintf(stderr,
+          "sonde: per-thread CPU timers are not available here (timer_create: %s); CPU time is charged at each "
+          "sample to the stack a thread has then (README, \"CPU timers\"); Sonde.stats[:cpu_timers] is false\n",
+          strerror(err));
+}
+
+static void arm_timer(sonde_run *run, thread_context *context) {
+  if (run->timers == NULL || context->timer_tried || !context->has_cpu_clock) return;
+  context->timer_tried = true;
+  if (cpu_timers_arm(run->timers, context->native_tid, context->handle, &context->timer) == CPU_TIMER_UNAVAILABLE) {
+    warn_timers_unavailable_once(cpu_timers_stats(run->timers).unavailable_errno);
+  }
+}
+
+static int64_t cpu_now(const thread_context *context) {
+  return context->has_cpu_clock ? clocks_cpu_ns(context->cpu_clock) : -1;
+}
+
+// A thread met for the first time. Its first sample covers its time since
+// wall_start (the previous pass for a thread born since, its birth for one
+// met by the thread-begin hook); all its CPU time is new.
+static thread_context *meet_thread(sonde_run *run, const vm_thread_info *info, int64_t wall_start) {
+  bool is_new;
+  thread_context *context = thread_contexts_meet(run->contexts, info, &is_new, disarm_timer_of, run);
+  if (context == NULL) return NULL;
+  if (is_new) {
+    context->wall_ns_at_previous_sample = wall_start;
+    arm_timer(run, context);
+  } else {
+    thread_contexts_refresh_name(context, info);
+  }
+  return context;
+}
+
+void sampling_pass_baseline(sonde_run *run) {
+  sampling_pass *pass = run->pass;
+  int64_t now = clocks_monotonic_ns();
+  list_threads(run, now);
+  thread_contexts_begin_pass(run->contexts);
+  for (size_t i = 0; i < pass->thread_count; i++) {
+    const vm_thread_info *info = &pass->threads[i];
+    thread_context *context = meet_thread(run, info, now);
+    if (context == NULL) continue;
+    context->cpu_ns_at_previous_sample = cpu_now(context);
+    context->gvl_at_previous_sample = info->gvl_times;
+    context->sampled = true; // the baseline stands for its previous sample
+  }
+  pass->previous_pass_ns = now;
+}
+
+void sampling_pass_meet_current_thread(sonde_run *run) {
+  if (run->pass->in_progress || scheduler_stopping(run->scheduler)) return;
+  vm_thread_info info;
+  if (!vm_current_thread_info(&info) || own_threads_contains(run->own, info.thread)) return;
+  meet_thread(run, &info, clocks_monotonic_ns());
+}
+
+// ---------------------------------------------------------------------------
+// Recording.
+
+static bool thread_index_for(recorder *rec, thread_context *context, uint32_t *index) {
+  uint64_t generation = recorder_generation(rec);
+  if (context->thread_generation == generation) {
+    *index = context->thread_index;
+    return true;
+  }
+  if (recorder_intern_thread(rec, context->native_tid, context->name, index) != 0) return false;
+  context->thread_generation = generation;
+  context->thread_index = *index;
+  return true;
+}
+
+// Records one sample of a thread that has no context (it ended before a
+// pass met it): named by its tid.
+static bool record_unattributed(recorder *rec, const recorder_frame *frames, uint32_t depth, int64_t tid,
+                                uint8_t state, const int64_t values[RECORDER_VALUE_COUNT]) {
+  char name[THREAD_NAME_SIZE];
+  snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+  return recorder_record(rec, frames, depth, tid, name, state, values) == 0;
+}
+
+typedef enum {
+  DRAIN_CPU_ONLY, // between ticks: threads not met yet and wall captures wait
+  DRAIN_IN_PASS,  // a full pass: wall captures are this tick's
+  DRAIN_FINAL,    // stop: everything goes, threads that ended included
+} drain_mode;
+
+typedef struct {
+  sonde_run *run;
+  drain_mode mode;
+} drain_run;
+
+static capture_verdict record_cpu_capture(drain_run *drain, const capture *captured) {
+  sonde_run *run = drain->run;
+  sampling_pass *pass = run->pass;
+  thread_context *context = thread_contexts_find_by_tid(run->contexts, captured->tid);
+  // A thread of Sonde's met before it was registered as one (its first
+  // instructions run before Thread.new returns): not profiled.
+  if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
+  if (context == NULL && drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
+
+  recorder_frame gc_frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
+  const recorder_frame *frames = pass->frames;
+  uint32_t depth;
+  uint8_t state;
+  // With gc: false there is no GC frame: the CPU a GC took goes to the
+  // code that allocated, whose stack is read now (the pass runs at the
+  // safe point that follows the GC, near the allocation).
+  bool gc_frame_wanted = run->settings.record_gc;
+  if ((captured->flags & CAPTURE_IN_GC) && gc_frame_wanted) {
+    frames = &gc_frame;
+    depth = 1;
+    state = gc_source_latest_gc_state();
+  } else if (captured->flags & (CAPTURE_STACK_LATER | CAPTURE_IN_GC)) {
+    if (context == NULL) {
+      pass->dropped_samples++;
+      return CAPTURE_TAKEN;
+    }
+    depth = stacks_collect(context->handle, pass->frames, pass->max_frames);
+    state = (captured->flags & CAPTURE_HELD_GVL) ? VM_THREAD_RUNNING : VM_THREAD_BLOCKED;
+  } else {
+    depth = stacks_from_capture(captured, pass->frames, pass->max_frames);
+    state = (captured->flags & CAPTURE_HELD_GVL) ? VM_THREAD_RUNNING : VM_THREAD_BLOCKED;
+  }
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = captured->cpu_ns, [RECORDER_CPU_SAMPLES] = 1};
+  recorder *rec = recorder_slots_active(run->slots);
+  bool recorded;
+  if (context == NULL) {
+    recorded = record_unattributed(rec, frames, depth, captured->tid, state, values);
+    pass->unattributed++;
+  } else {
+    uint32_t stack_id, thread_index;
+    recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 && thread_index_for(rec, context, &thread_index) &&
+               recorder_add(rec, stack_id, thread_index, state, values) == 0;
+  }
+  if (!recorded) {
+    pass->dropped_samples++;
+    return CAPTURE_TAKEN;
+  }
+  pass->cpu_samples++;
+  if ((captured->flags & CAPTURE_HELD_GVL) && context != NULL) gc_source_note_running_thread(run->gc, context->native_tid);
+  return CAPTURE_TAKEN;
+}
+
+// The holder's stack at the tick; the latest capture wins (ticks whose pass
+// did not run come first in the drain's order).
+static capture_verdict take_wall_capture(drain_run *drain, const capture *captured) {
+  sampling_pass *pass = drain->run->pass;
+  if (drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
+  if (drain->mode == DRAIN_FINAL) return CAPTURE_TAKEN;
+  pass->holder_tid = captured->tid;
+  pass->holder_read_later = (captured->flags & CAPTURE_STACK_LATER) != 0;
+  pass->holder_depth = pass->holder_read_later ? 0 : stacks_from_capture(captured, pass->holder_frames, pass->max_frames);
+  return CAPTURE_TAKEN;
+}
+
+static capture_verdict record_capture(const capture *captured, void *data) {
+  drain_run *drain = data;
+  return captured->kind == CAPTURE_CPU ? record_cpu_capture(drain, captured) : take_wall_capture(drain, captured);
+}
+
+static void drain_captures(sonde_run *run, drain_mode mode) {
+  if (run->captures == NULL) return;
+  drain_run drain = {run, mode};
+  capture_buffer_drain(run->captures, record_capture, &drain);
+}
+
+// ---------------------------------------------------------------------------
+// Wall samples.
+
+// Takes already-charged GC time off a delta (never below zero).
+static int64_t deduct(int64_t delta, int64_t *already_charged) {
+  int64_t taken = *already_charged < delta ? *already_charged : delta;
+  *already_charged -= taken;
+  return delta - taken;
+}
+
+static int64_t clamp_delta(int64_t now, int64_t before) { return now > before ? now - before : 0; }
+
+// Where a thread's wall time since its previous sample went. Without GVL
+// times (Ruby 3.1) all of it goes to the state the thread is in now; with
+// them (3.3+) each part goes to what the thread really did: holding the
+// GVL, waiting for it, or off it. Time the GVL times do not cover (a thread
+// met after its previous pass) goes to the state it is in now.
+typedef struct {
+  int64_t holding, waiting, off;
+} wall_split;
+
+static int64_t *part_for_state(wall_split *split, vm_thread_state state) {
+  switch (state) {
+    case VM_THREAD_RUNNING:
+      return &split->holding;
+    case VM_THREAD_WAITING_FOR_GVL:
+      return &split->waiting;
+    default:
+      return &split->off;
+  }
+}
+
+static wall_split split_wall_time(thread_context *context, const vm_thread_info *info, int64_t wall_delta) {
+  wall_split split = {0};
+  if (info->has_gvl_times) {
+    const vm_gvl_times *before = &context->gvl_at_previous_sample, *now = &info->gvl_times;
+    vm_gvl_times zero = {0};
+    if (!context->sampled) before = &zero;
+    split.holding = clamp_delta(now->holding_gvl_ns, before->holding_gvl_ns);
+    split.waiting = clamp_delta(now->waiting_for_gvl_ns, before->waiting_for_gvl_ns);
+    split.off = clamp_delta(now->off_gvl_ns, before->off_gvl_ns);
+    context->gvl_at_previous_sample = *now;
+    // A thread's first sample: its record's times cover its whole life
+    // since Sonde met it, which may be longer than one pass (a busy pass
+    // rate, or a thread born READY and not listed until it first ran).
+    int64_t lifetime = split.holding + split.waiting + split.off;
+    if (!context->sampled && lifetime > wall_delta) wall_delta = lifetime;
+  }
+  // The parts never add up to more than the wall time, nor to less.
+  int64_t *parts[] = {&split.off, &split.waiting, &split.holding};
+  int64_t room = wall_delta;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    if (*parts[i] > room) *parts[i] = room;
+    room -= *parts[i];
+  }
+  *part_for_state(&split, info->state) += room;
+  return split;
+}
+
+// A thread's Ruby stack changes only while it runs Ruby, which it does only
+// holding the GVL: if it held the GVL at neither sample and has not taken
+// it since (its GVL acquisitions, else its CPU clock, are unchanged), its
+// stack is the one already interned.
+static bool stack_unchanged_since(const thread_context *context, const vm_thread_info *info, uint64_t run_marker,
+                                  uint64_t generation) {
+  return context->stack_reusable && info->state != VM_THREAD_RUNNING && context->run_marker == run_marker &&
+         context->stack_generation == generation;
+}
+
+// The stack of this wall sample, interned: the one the GVL holder's handler
+// read at the tick, the previous one when the thread has not run since, or
+// the one it has now. Returns false when out of memory.
+static bool wall_stack_for(sonde_run *run, thread_context *context, const vm_thread_info *info, uint64_t run_marker,
+                           bool marker_known, recorder *rec, uint32_t *stack_id) {
+  sampling_pass *pass = run->pass;
+  uint64_t generation = recorder_generation(rec);
+  bool ok;
+  if (pass->holder_tid == info->native_tid && !pass->holder_read_later) {
+    ok = recorder_intern_stack(rec, pass->holder_frames, pass->holder_depth, stack_id) == 0;
+  } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
+    *stack_id = context->stack_id;
+    pass->stacks_reused++;
+    ok = true;
+  } else {
+    uint32_t depth = stacks_collect(info->handle, pass->frames, pass->max_frames);
+    ok = recorder_intern_stack(rec, pass->frames, depth, stack_id) == 0;
+  }
+  if (!ok) {
+    context->stack_reusable = false;
+    return false;
+  }
+  context->stack_id = *stack_id;
+  context->stack_generation = generation;
+  context->run_marker = run_marker;
+  context->stack_reusable = marker_known && info->state != VM_THREAD_RUNNING;
+  return true;
+}
+
+static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
+                                  bool *someone_on_cpu) {
+  sampling_pass *pass = run->pass;
+  // CPU time goes with the wall sample only for a thread without a CPU
+  // timer (no-signals mode, a refused timer): the CPU used since its
+  // previous sample, charged to the stack it has now.
+  bool cpu_from_pass = context->timer == 0;
+  bool needs_clock = cpu_from_pass || !info->has_gvl_acquisitions;
+  int64_t cpu = needs_clock ? cpu_now(context) : -1;
+  int64_t cpu_delta = 0;
+  if (cpu_from_pass) {
+    int64_t cpu_before = context->sampled ? context->cpu_ns_at_previous_sample : 0;
+    cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
+    cpu_delta = deduct(cpu_delta, &context->gc_cpu_ns_to_deduct);
+    context->cpu_ns_at_previous_sample = cpu;
+  }
+  wall_split split = split_wall_time(context, info, clamp_delta(now, context->wall_ns_at_previous_sample));
+  // GC runs holding the GVL: its time is part of "holding" where GVL times
+  // tell that part apart, else of the state now.
+  split.holding = deduct(split.holding, &context->gc_wall_ns_to_deduct);
+  int64_t *now_part = part_for_state(&split, info->state);
+  *now_part = deduct(*now_part, &context->gc_wall_ns_to_deduct);
+  context->wall_ns_at_previous_sample = now;
+  context->sampled = true;
+
+  bool on_cpu = info->state == VM_THREAD_RUNNING;
+  if (on_cpu) {
+    *someone_on_cpu = true;
+    gc_source_note_running_thread(run->gc, context->native_tid);
+  }
+  bool marker_known = info->has_gvl_acquisitions || cpu >= 0;
+  uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id, thread_index;
+  if (!wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id) ||
+      !thread_index_for(rec, context, &thread_index)) {
+    pass->dropped_samples++;
+    return;
+  }
+
+  // One sample per part, all on the stack the thread has now. The sample
+  // count goes with the state the thread is in now; pass-charged CPU time
+  // with the part that held the GVL when there is one (threads burn CPU
+  // there), else with the state now (C code burning CPU without the GVL).
+  vm_thread_state off_state = info->has_gvl_times ? info->off_gvl_state : info->state;
+  int64_t *cpu_part = split.holding > 0 ? &split.holding : now_part;
+  struct {
+    vm_thread_state state;
+    int64_t *wall;
+  } parts[] = {
+      {VM_THREAD_RUNNING, &split.holding},
+      {VM_THREAD_WAITING_FOR_GVL, &split.waiting},
+      {off_state, &split.off},
+  };
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    bool is_now = parts[i].wall == now_part, is_cpu = cpu_from_pass && parts[i].wall == cpu_part;
+    if (*parts[i].wall == 0 && !is_now && !is_cpu) continue;
+    int64_t values[RECORDER_VALUE_COUNT] = {
+        [RECORDER_CPU_TIME_NS] = is_cpu ? cpu_delta : 0,
+        [RECORDER_CPU_SAMPLES] = cpu_from_pass && is_now && on_cpu ? 1 : 0,
+        [RECORDER_WALL_TIME_NS] = *parts[i].wall,
+        [RECORDER_WALL_SAMPLES] = is_now ? 1 : 0,
+        [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
+    };
+    if (recorder_add(rec, stack_id, thread_index, (uint8_t)parts[i].state, values) != 0) {
+      pass->dropped_samples++;
+      return;
+    }
+    if (values[RECORDER_CPU_SAMPLES]) pass->cpu_samples++;
+  }
+  pass->thread_samples++;
+}
+
+// ---------------------------------------------------------------------------
+// Passes.
+
+static VALUE full_pass_protected(VALUE arg) {
+  sonde_run *run = (sonde_run *)arg;
+  sampling_pass *pass = run->pass;
+  if (pass->fail_next) {
+    pass->fail_next = false;
+    rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Native::Testing.fail_next_sample (a test hook)");
+  }
+  if (!gc_source_record_pending(run)) pass->dropped_samples++;
+  scheduler_restart_idle_helper_if_gone(run->scheduler);
+  int64_t now = clocks_monotonic_ns();
+  list_threads(run, now);
+  thread_contexts_begin_pass(run->contexts);
+  for (size_t i = 0; i < pass->thread_count; i++) {
+    if (meet_thread(run, &pass->threads[i], pass->previous_pass_ns) == NULL) pass->dropped_samples++;
+  }
+  // CPU samples first: the threads they name were just met. The holder's
+  // stack at the tick comes with them.
+  pass->holder_tid = 0;
+  drain_captures(run, DRAIN_IN_PASS);
+  bool someone_on_cpu = false;
+  for (size_t i = 0; i < pass->thread_count; i++) {
+    const vm_thread_info *info = &pass->threads[i];
+    thread_context *context = thread_contexts_find_by_handle(run->contexts, info->handle);
+    if (context != NULL) sample_wall_of_thread(run, context, info, now, &someone_on_cpu);
+  }
+  pass->holder_tid = 0;
+  thread_contexts_forget_unseen(run->contexts, disarm_timer_of, run);
+  pass->previous_pass_ns = now;
+  return Qnil;
+}
+
+static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
+
+// The application must not notice a failure of ours beyond this warning.
+static void stop_after_failure(sonde_run *run) {
+  VALUE exception = rb_errinfo();
+  rb_set_errinfo(Qnil);
+  run->pass->failure = exception;
+  scheduler_request_stop(run->scheduler);
+  if (run->timers != NULL) cpu_timers_disarm_all(run->timers);
+
+  int raised = 0;
+  VALUE message = rb_protect(exception_message, exception, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+  fprintf(stderr, "sonde: sampling failed, so profiling stopped (the application goes on): %.*s\n",
+          !raised && RB_TYPE_P(message, T_STRING) ? (int)RSTRING_LEN(message) : 7,
+          !raised && RB_TYPE_P(message, T_STRING) ? RSTRING_PTR(message) : "unknown");
+}
+
+static void record_pass_time(sampling_pass *pass, int64_t elapsed) {
+  pass->ns_total += elapsed;
+  if (pass->ns_min == 0 || elapsed < pass->ns_min) pass->ns_min = elapsed;
+  if (elapsed > pass->ns_max) pass->ns_max = elapsed;
+}
+
+// A pass calls into Ruby (listing and naming threads), and Ruby runs pending
+// interrupts on the way back from such calls: this very postponed job, or a
+// switch to another thread whose job or the idle helper then samples. A
+// pass started inside another would refill the thread list the outer pass
+// is walking. The pass in progress covers that tick, so the second one
+// returns at once.
+void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
+  sampling_pass *pass = run->pass;
+  if (scheduler_stopping(run->scheduler) || pass->in_progress) return;
+  pass->in_progress = true;
+  pacing *pace = scheduler_pacing(run->scheduler);
+  // The CPU clock is a system call: read only for passes expected to be costly (pacing.h).
+  bool timed_by_cpu = pacing_wants_cpu_time(pace);
+  int64_t started_cpu = timed_by_cpu ? clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
+  int64_t started = clocks_monotonic_ns();
+  int raised = 0;
+  rb_protect(full_pass_protected, (VALUE)run, &raised);
+  pass->in_progress = false;
+  if (raised) stop_after_failure(run);
+  int64_t cost = clocks_monotonic_ns() - started;
+  int64_t cpu_cost = -1;
+  if (timed_by_cpu && started_cpu >= 0) {
+    int64_t ended_cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (ended_cpu >= started_cpu) cpu_cost = ended_cpu - started_cpu;
+  }
+  record_pass_time(pass, cost);
+  pacing_record_cost(pace, pacing_cost_to_charge(pace, cost, cpu_cost));
+  pass->passes++;
+  if (origin == PASS_FROM_IDLE_HELPER) pass->idle_passes++;
+}
+
+static VALUE drain_protected(VALUE arg) {
+  drain_captures((sonde_run *)arg, DRAIN_CPU_ONLY);
+  return Qnil;
+}
+
+// CPU samples between ticks: recorded now, so the buffer does not fill up
+// while a thread burns CPU and no tick comes (a paced-down rate).
+static void drain_with_gvl(sonde_run *run) {
+  sampling_pass *pass = run->pass;
+  if (scheduler_stopping(run->scheduler) || pass->in_progress) return;
+  pass->in_progress = true;
+  int64_t started = clocks_monotonic_ns();
+  int raised = 0;
+  rb_protect(drain_protected, (VALUE)run, &raised);
+  pass->in_progress = false;
+  if (raised) stop_after_failure(run);
+  pacing_record_extra_cost(scheduler_pacing(run->scheduler), clocks_monotonic_ns() - started);
+}
+
+// The one postponed job: the SIGPROF handler queues it on the thread that
+// holds the GVL, which runs it at its next safe point.
+static void sampling_job(void *unused) {
+  sonde_run *run = run_active();
+  if (run == NULL) return;
+  if (scheduler_take_tick(run->scheduler)) {
+    sampling_pass_run_with_gvl(run, PASS_FROM_TICK);
+  } else {
+    drain_with_gvl(run);
+  }
+}
+
+void sampling_pass_prepare_job(void) {
+  // A failure shows in Sonde.stats as jobs_not_queued: the profile stays empty, the app runs on.
+  vm_postponed_job_prepare(sampling_job);
+}
+
+void sampling_pass_record_captures(sonde_run *run, bool final) {
+  if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
+  drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
+}
+
+// ---------------------------------------------------------------------------
+// Stats.
+
+#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), LL2NUM((long long)(value)))
+
+void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
+  const sampling_pass *pass = run->pass;
+  PUT(stats, "samples", pass->passes);
+  PUT(stats, "idle_samples", pass->idle_passes);
+  PUT(stats, "cpu_samples", pass->cpu_samples);
+  PUT(stats, "thread_samples", pass->thread_samples);
+  PUT(stats, "dropped_samples", pass->dropped_samples);
+  PUT(stats, "stacks_reused", pass->stacks_reused);
+  PUT(stats, "unattributed_cpu_samples", pass->unattributed);
+  PUT(stats, "sampling_time_ns_total", pass->ns_total);
+  PUT(stats, "sampling_time_ns_min", pass->ns_min);
+  PUT(stats, "sampling_time_ns_max", pass->ns_max);
+  PUT(stats, "sampling_time_ns_avg", pass->passes ? pass->ns_total / (int64_t)pass->passes : 0);
+  PUT(stats, "threads_tracked", thread_contexts_count(run->contexts));
+}

@@ -1,0 +1,345 @@
+// scheduler.c: the trigger thread and the idle helper (see the header).
+//
+// Contexts:
+// - trigger_loop_without_gvl runs on a native thread Sonde created with
+//   pthread_create, SIGPROF blocked from birth. It never touches the GVL or
+//   any Ruby object: it reads the GVL owner (vm.h, a racy read used as a
+//   hint), sends signals (signals.h), wakes the idle helper, plans ticks
+//   with pacing.h, and deletes the CPU timers if another library took
+//   SIGPROF over. It sleeps on its own condition variable.
+// - everything else runs with the GVL (start, stop, the idle helper's
+//   passes, the restart of a killed helper), but forget_after_fork (a
+//   forked child, before any Ruby code).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 // pthread_setname_np; the value Ruby's config.h gives it
+#endif
+#include "scheduler.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ruby/thread.h>
+
+#include "clocks.h"
+#include "cpu_timers.h"
+#include "idle_helper.h"
+#include "own_threads.h"
+#include "sampling_pass.h"
+#include "signals.h"
+#include "vm.h"
+
+// Start waits this long for the idle helper's first wait (see start).
+#define HELPER_START_TIMEOUT_NS (2 * NANOS_PER_SECOND)
+// A small stack for a thread that only loops over a few calls.
+#define TRIGGER_STACK_SIZE (256 * 1024)
+
+struct scheduler {
+  // Set once.
+  int64_t interval_ns;
+  bool use_signals;
+  sonde_run *run; // at start
+  // Shared, atomic.
+  int stopping;
+  int tick_pending;
+  uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts;
+  // The trigger thread's, and pacing's (see pacing.h for who writes what).
+  pacing pace;
+  pthread_t trigger;
+  bool trigger_running; // with the GVL: start and stop
+  pthread_mutex_t trigger_lock;
+  pthread_cond_t trigger_wakeup;
+  // The idle helper and what the GVL side knows of it.
+  idle_helper helper;
+  bool helper_ready; // idle_helper_init succeeded
+  bool restart_warned;
+};
+
+static bool init_trigger_locks(scheduler *sched) {
+  pthread_condattr_t monotonic;
+  if (pthread_condattr_init(&monotonic) != 0) return false;
+  // Deadlines are on the monotonic clock: a wall-clock jump must not stall sampling.
+  bool ok = pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC) == 0 &&
+            pthread_mutex_init(&sched->trigger_lock, NULL) == 0 &&
+            pthread_cond_init(&sched->trigger_wakeup, &monotonic) == 0;
+  pthread_condattr_destroy(&monotonic);
+  return ok;
+}
+
+scheduler *scheduler_new(const run_settings *settings, int64_t now_ns) {
+  scheduler *sched = calloc(1, sizeof(*sched));
+  if (sched == NULL) return NULL;
+  sched->interval_ns = settings->interval_ns;
+  sched->use_signals = settings->use_signals;
+  pacing_init(&sched->pace, settings->interval_ns, settings->overhead_target_percent, now_ns);
+  if (!init_trigger_locks(sched)) {
+    free(sched);
+    return NULL;
+  }
+  sched->helper_ready = idle_helper_init(&sched->helper);
+  if (!sched->helper_ready) {
+    scheduler_free(sched);
+    return NULL;
+  }
+  return sched;
+}
+
+void scheduler_free(scheduler *sched) {
+  if (sched == NULL) return;
+  pthread_cond_destroy(&sched->trigger_wakeup);
+  pthread_mutex_destroy(&sched->trigger_lock);
+  if (sched->helper_ready) idle_helper_destroy(&sched->helper);
+  free(sched);
+}
+
+#define ADD(field) __atomic_fetch_add(&sched->field, 1, __ATOMIC_RELAXED)
+#define READ(field) __atomic_load_n(&sched->field, __ATOMIC_RELAXED)
+
+static void wake_trigger(scheduler *sched) {
+  pthread_mutex_lock(&sched->trigger_lock);
+  pthread_cond_signal(&sched->trigger_wakeup);
+  pthread_mutex_unlock(&sched->trigger_lock);
+}
+
+void scheduler_request_stop(scheduler *sched) {
+  __atomic_store_n(&sched->stopping, 1, __ATOMIC_RELEASE);
+  wake_trigger(sched);
+  idle_helper_stop(&sched->helper);
+}
+
+bool scheduler_stopping(const scheduler *sched) { return __atomic_load_n(&sched->stopping, __ATOMIC_ACQUIRE) != 0; }
+
+pacing *scheduler_pacing(scheduler *sched) { return &sched->pace; }
+
+void scheduler_note_tick_signal_safe(scheduler *sched) { __atomic_store_n(&sched->tick_pending, 1, __ATOMIC_RELEASE); }
+
+bool scheduler_take_tick(scheduler *sched) { return __atomic_exchange_n(&sched->tick_pending, 0, __ATOMIC_ACQ_REL) != 0; }
+
+bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thread == sched->helper.thread; }
+
+// ---------------------------------------------------------------------------
+// The trigger thread.
+
+// Once the handler is gone (another library's, or given up to a
+// trap("PROF")), the CPU timers must stop at once: their next signal would
+// reach that handler, or kill the process if SIGPROF is reset to default.
+static void give_up_signals_from_trigger(scheduler *sched) {
+  signals_warn_handler_lost();
+  if (sched->run->timers != NULL) cpu_timers_disarm_all(sched->run->timers);
+}
+
+// One tick: the GVL holder reads its own stack in its SIGPROF handler and
+// queues the pass; with no holder, the idle helper runs the pass.
+static void tick_from_trigger(scheduler *sched) {
+  if (sched->use_signals && !signals_sampling_handler_lost()) {
+    pthread_t owner;
+    if (vm_gvl_owner_from_any_thread(&owner)) {
+      switch (signals_send_sigprof_if_handler_in_place(owner)) {
+        case SIGNAL_SENT:
+          ADD(signals_sent);
+          return;
+        case SIGNAL_FAILED:
+          ADD(signal_failures);
+          return;
+        case SIGNAL_HANDLER_LOST:
+          give_up_signals_from_trigger(sched);
+          break;
+      }
+    } else if (!signals_sampling_handler_in_place()) {
+      // Checked at idle ticks too: CPU timers fire whether or not anyone
+      // holds the GVL now.
+      give_up_signals_from_trigger(sched);
+    }
+  }
+  if (idle_helper_request_from_trigger(&sched->helper)) {
+    ADD(idle_requests);
+  } else {
+    ADD(idle_helper_missing); // killed: the next pass on an application thread starts another
+  }
+}
+
+static struct timespec timespec_from_ns(int64_t ns) {
+  return (struct timespec){.tv_sec = ns / NANOS_PER_SECOND, .tv_nsec = ns % NANOS_PER_SECOND};
+}
+
+// Sleeps until the deadline or until stop; returns false on stop.
+static bool sleep_until(scheduler *sched, int64_t deadline_ns) {
+  struct timespec deadline = timespec_from_ns(deadline_ns);
+  pthread_mutex_lock(&sched->trigger_lock);
+  while (!scheduler_stopping(sched)) {
+    if (pthread_cond_timedwait(&sched->trigger_wakeup, &sched->trigger_lock, &deadline) == ETIMEDOUT) break;
+  }
+  pthread_mutex_unlock(&sched->trigger_lock);
+  return !scheduler_stopping(sched);
+}
+
+static void *trigger_loop_without_gvl(void *arg) {
+  scheduler *sched = arg;
+  int64_t next_tick = clocks_monotonic_ns();
+  for (;;) {
+    // The overhead budget may stretch the interval (see pacing.h).
+    int64_t now = clocks_monotonic_ns();
+    next_tick += pacing_next_interval_ns(&sched->pace, now);
+    // Behind schedule (machine busy, process stopped): skip, never burst.
+    if (next_tick < now) next_tick = now;
+    if (!sleep_until(sched, next_tick)) break;
+    tick_from_trigger(sched);
+    pacing_on_tick(&sched->pace);
+  }
+  return NULL;
+}
+
+// SIGPROF is blocked around pthread_create so that the trigger is born
+// with it blocked: a process-directed SIGPROF must never land on it.
+static int start_trigger_thread(scheduler *sched) {
+  sigset_t prof, previous;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_attr_t attributes;
+  if (pthread_attr_init(&attributes) != 0) return -1;
+  pthread_attr_setstacksize(&attributes, TRIGGER_STACK_SIZE);
+  pthread_sigmask(SIG_BLOCK, &prof, &previous);
+  int err = pthread_create(&sched->trigger, &attributes, trigger_loop_without_gvl, sched);
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  pthread_attr_destroy(&attributes);
+  if (err != 0) return err;
+  pthread_setname_np(sched->trigger, "sonde-trigger");
+  sched->trigger_running = true;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The idle helper, seen from the GVL side.
+
+static void pass_for_idle_helper(void *data) { sampling_pass_run_with_gvl(data, PASS_FROM_IDLE_HELPER); }
+
+static VALUE start_idle_helper(VALUE arg) {
+  scheduler *sched = (scheduler *)arg;
+  idle_helper_start(&sched->helper, pass_for_idle_helper, sched->run);
+  if (!own_threads_add(sched->run->own, sched->helper.thread)) {
+    rb_raise(rb_eRuntimeError, "sonde: too many threads of Sonde's own");
+  }
+  return Qnil;
+}
+
+static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
+
+// A new Ruby thread needs the GVL once before it can wait without it: if
+// the thread that started Sonde then blocked in C code holding the GVL,
+// nothing would sample idle threads. So start waits, without the GVL, for
+// the helper's first wait.
+static void *wait_for_helper_without_gvl(void *arg) {
+  scheduler *sched = arg;
+  int64_t deadline = clocks_monotonic_ns() + HELPER_START_TIMEOUT_NS;
+  struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000};
+  while (!idle_helper_started(&sched->helper) && idle_helper_alive(&sched->helper) &&
+         clocks_monotonic_ns() < deadline) {
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+void scheduler_restart_idle_helper_if_gone(scheduler *sched) {
+  if (idle_helper_alive(&sched->helper) || scheduler_stopping(sched)) return;
+  own_threads_remove(sched->run->own, sched->helper.thread);
+  int raised = 0;
+  rb_protect(start_idle_helper, (VALUE)sched, &raised);
+  if (raised) {
+    rb_set_errinfo(Qnil); // tried again at the next pass
+    return;
+  }
+  ADD(idle_helper_restarts);
+  if (!sched->restart_warned) {
+    sched->restart_warned = true;
+    fprintf(stderr, "sonde: Sonde's idle-helper thread was killed (Thread#kill); a new one was started "
+                    "(Sonde.stats[:idle_helper_restarts] counts them)\n");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The wall-tick source.
+
+static VALUE join_thread(VALUE thread) { return rb_funcall(thread, rb_intern("join"), 0); }
+
+static void join_ruby_thread_quietly(VALUE thread) {
+  if (NIL_P(thread)) return;
+  int raised = 0;
+  rb_protect(join_thread, thread, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+}
+
+static void stop_wall_ticks(sonde_run *run) {
+  scheduler *sched = run->scheduler;
+  scheduler_request_stop(sched);
+  if (sched->trigger_running) {
+    // The trigger never waits for the GVL, so joining it while holding the
+    // GVL cannot deadlock; it wakes from its condition variable at once.
+    pthread_join(sched->trigger, NULL);
+    sched->trigger_running = false;
+  }
+  join_ruby_thread_quietly(sched->helper.thread);
+}
+
+static sonde_status start_wall_ticks(sonde_run *run, char *error, size_t error_size) {
+  scheduler *sched = run->scheduler;
+  sched->run = run;
+  int raised = 0;
+  rb_protect(start_idle_helper, (VALUE)sched, &raised);
+  if (raised) {
+    VALUE exception = rb_errinfo();
+    rb_set_errinfo(Qnil);
+    VALUE message = rb_protect(exception_message, exception, &raised);
+    if (raised) rb_set_errinfo(Qnil);
+    snprintf(error, error_size, "could not start Sonde's idle-helper thread: %s",
+             !raised && RB_TYPE_P(message, T_STRING) ? StringValueCStr(message) : "unknown error");
+    stop_wall_ticks(run);
+    return SONDE_THREAD_FAILED;
+  }
+  int err = start_trigger_thread(sched);
+  if (err != 0) {
+    snprintf(error, error_size, "could not start Sonde's trigger thread: %s", strerror(err));
+    stop_wall_ticks(run);
+    return SONDE_THREAD_FAILED;
+  }
+  rb_thread_call_without_gvl(wait_for_helper_without_gvl, sched, NULL, NULL);
+  return SONDE_OK;
+}
+
+static void mark_wall_ticks(const sonde_run *run) { rb_gc_mark(run->scheduler->helper.thread); }
+
+#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
+
+static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
+  scheduler *sched = run->scheduler;
+  PUT(stats, "signals_sent", READ(signals_sent));
+  PUT(stats, "signal_failures", READ(signal_failures));
+  PUT(stats, "idle_requests", READ(idle_requests));
+  PUT(stats, "idle_helper_restarts", READ(idle_helper_restarts));
+  PUT(stats, "idle_helper_missing", READ(idle_helper_missing));
+  PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
+  PUT(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
+  rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),
+               sched->use_signals && signals_sampling_handler_lost() ? Qtrue : Qfalse);
+}
+
+// Only the forking thread survives a fork: the trigger and the helper are
+// gone, and a lock they held would stay locked.
+static void forget_wall_ticks_after_fork(sonde_run *run) {
+  scheduler *sched = run->scheduler;
+  init_trigger_locks(sched);
+  __atomic_store_n(&sched->stopping, 1, __ATOMIC_RELEASE);
+  sched->trigger_running = false;
+  idle_helper_forget_after_fork(&sched->helper);
+}
+
+const event_source wall_tick_source = {
+    .name = "wall ticks",
+    .start = start_wall_ticks,
+    .stop = stop_wall_ticks,
+    .mark = mark_wall_ticks,
+    .add_stats = add_wall_tick_stats,
+    .forget_after_fork = forget_wall_ticks_after_fork,
+};

@@ -1,0 +1,54 @@
+// scheduler.h: WHEN to take a wall sample. A native thread (the trigger,
+// not a Ruby thread: Thread.list never shows it, Thread#kill cannot reach
+// it, and it never needs the GVL) ticks at the sampling rate. Each tick it
+// sends SIGPROF to the thread holding the GVL, whose handler reads its own
+// stack and queues the sampling pass; when nobody holds the GVL it asks the
+// idle helper (a Ruby thread) to run the pass instead. The overhead budget
+// (pacing.h) stretches the ticks when passes cost too much.
+//
+// The scheduler owns the run's one stop flag: set by scheduler_request_stop
+// only (stop, a sampling failure, process exit), read by everyone.
+//
+// This is the wall-tick event source (wall_tick_source in profiler.c).
+#ifndef SONDE_SCHEDULER_H
+#define SONDE_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ruby.h>
+
+#include "event_source.h"
+#include "pacing.h"
+#include "run.h"
+
+// NULL when out of memory (or a lock cannot be made).
+scheduler *scheduler_new(const run_settings *settings, int64_t now_ns);
+void scheduler_free(scheduler *sched);
+
+extern const event_source wall_tick_source;
+
+// The one stop flag. Any thread, signal handlers included (read only).
+void scheduler_request_stop(scheduler *sched);
+bool scheduler_stopping(const scheduler *sched);
+
+// The overhead budget the passes report their cost to.
+pacing *scheduler_pacing(scheduler *sched);
+
+// Inside the SIGPROF handler: the GVL holder took a tick's signal (and
+// read its stack for it); the postponed job it queues runs the full pass.
+void scheduler_note_tick_signal_safe(scheduler *sched);
+
+// Whether a tick's signal was taken and its pass has not run yet; takes it
+// (the pass that calls this runs for it). With the GVL.
+bool scheduler_take_tick(scheduler *sched);
+
+// With the GVL, from a sampling pass: starts a new idle helper if the
+// application killed the last one (counted in stats, warned about once).
+void scheduler_restart_idle_helper_if_gone(scheduler *sched);
+
+// Whether thread is the idle helper (left out of profiles).
+bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread);
+
+#endif

@@ -1,0 +1,131 @@
+// signal_sampler.c: the body of the SIGPROF handler (see the header).
+//
+// Runs inside a signal handler, on whichever thread the signal reached: it
+// reads the active run (run.h), the calling thread's CPU clock and stack
+// (cpu_timers.h, vm.h: reads only, every frame checked), writes one slot of
+// the capture buffer (atomics) and triggers Ruby's postponed job, which
+// Ruby made for signal handlers. It takes no lock, allocates nothing,
+// calls nothing that can raise. A sample it cannot take is counted, never
+// waited for.
+#include "signal_sampler.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "capture_buffer.h"
+#include "cpu_timers.h"
+#include "run.h"
+#include "scheduler.h"
+#include "vm.h"
+
+static uint64_t signals_received, cpu_signals, tick_signals, stale_timer_signals, wrong_thread_signals,
+    foreign_signals, inconsistent_stacks, jobs_not_queued;
+
+#define ADD(counter) __atomic_fetch_add(&(counter), 1, __ATOMIC_RELAXED)
+
+// Only the thread holding the GVL queues the job: Ruby runs it at that
+// thread's next safe point. (A thread without the GVL would run it only
+// once it gets the GVL back, and before Ruby 3.3 registering from it could
+// race with the holder running the queue; its captures wait for the pass.)
+static void queue_recording(void) {
+  if (!vm_postponed_job_trigger_signal_safe()) ADD(jobs_not_queued);
+}
+
+// Fills a claimed slot with the calling thread's stack, or marks why not.
+// Returns false when the stack failed a sanity check (the slot is dropped).
+static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *self_handle, bool holds_gvl) {
+  if (vm_gc_running_signal_safe()) {
+    // The GC runs on the GVL holder: if that is us, this CPU went to GC. On
+    // another thread, the GC may be moving objects our frames point at, so
+    // the stack is read at recording instead (a thread without the GVL
+    // cannot change its Ruby stack meanwhile).
+    slot->flags |= holds_gvl ? CAPTURE_IN_GC : CAPTURE_STACK_LATER;
+    return true;
+  }
+  uint32_t total_depth = 0;
+  int32_t kept = vm_capture_own_stack_signal_safe(self_handle, slot->frame_ids, slot->lines,
+                                                  capture_buffer_frame_capacity(buffer), &total_depth);
+  if (kept == VM_CAPTURE_INCONSISTENT) return false;
+  slot->depth = (uint32_t)kept;
+  slot->total_depth = total_depth;
+  return true;
+}
+
+static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
+  ADD(cpu_signals);
+  capture *slot = capture_buffer_claim_signal_safe(run->captures); // full: counted as a drop there
+  if (slot == NULL) return;
+  const void *holder = vm_gvl_holder_self_signal_safe();
+  slot->kind = CAPTURE_CPU;
+  slot->tid = hit->tid;
+  slot->cpu_ns = hit->cpu_ns;
+  slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
+  if (holder != NULL) slot->flags |= CAPTURE_HELD_GVL;
+  if (!read_own_stack(run->captures, slot, hit->thread_handle, holder != NULL)) {
+    capture_buffer_abandon_signal_safe(run->captures, slot);
+    ADD(inconsistent_stacks);
+    return;
+  }
+  capture_buffer_publish_signal_safe(run->captures, slot);
+  if (holder != NULL) queue_recording();
+}
+
+static void capture_tick(sonde_run *run) {
+  ADD(tick_signals);
+  const void *holder = vm_gvl_holder_self_signal_safe();
+  if (holder == NULL) {
+    ADD(wrong_thread_signals); // it let go of the GVL since the trigger looked: that tick is lost
+    return;
+  }
+  capture *slot = capture_buffer_claim_signal_safe(run->captures);
+  if (slot != NULL) {
+    slot->kind = CAPTURE_WALL;
+    slot->flags = CAPTURE_HELD_GVL;
+    slot->tid = (int32_t)syscall(SYS_gettid);
+    slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
+    // A stack that cannot be read here is read by the pass: worse, not lost.
+    if (!read_own_stack(run->captures, slot, holder, true)) {
+      ADD(inconsistent_stacks);
+      slot->flags |= CAPTURE_STACK_LATER;
+    }
+    capture_buffer_publish_signal_safe(run->captures, slot);
+  }
+  scheduler_note_tick_signal_safe(run->scheduler);
+  queue_recording();
+}
+
+void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
+  sonde_run *run = run_active();
+  if (run == NULL || run->captures == NULL || scheduler_stopping(run->scheduler)) return;
+  ADD(signals_received);
+  cpu_timer_hit hit;
+  if (run->timers != NULL && cpu_timers_on_signal_signal_safe(run->timers, info, &hit)) {
+    capture_cpu_sample(run, &hit);
+  } else if (info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid()) {
+    capture_tick(run);
+  } else if (info != NULL && info->si_code == SI_TIMER) {
+    ADD(stale_timer_signals); // queued by a timer deleted since (its thread ended), or another library's timer
+  } else {
+    ADD(foreign_signals); // kill -PROF and the like: ignored
+  }
+}
+
+void signal_sampler_reset_stats(void) {
+  uint64_t *counters[] = {&signals_received,     &cpu_signals,     &tick_signals,        &stale_timer_signals,
+                          &wrong_thread_signals, &foreign_signals, &inconsistent_stacks, &jobs_not_queued};
+  for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) __atomic_store_n(counters[i], 0, __ATOMIC_RELAXED);
+}
+
+#define PUT(hash, key, counter) \
+  rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM(__atomic_load_n(&(counter), __ATOMIC_RELAXED)))
+
+void signal_sampler_add_stats(VALUE stats) {
+  PUT(stats, "signals_received", signals_received);
+  PUT(stats, "cpu_signals", cpu_signals);
+  PUT(stats, "tick_signals", tick_signals);
+  PUT(stats, "stale_timer_signals", stale_timer_signals);
+  PUT(stats, "wrong_thread_signals", wrong_thread_signals);
+  PUT(stats, "foreign_signals", foreign_signals);
+  PUT(stats, "inconsistent_stacks", inconsistent_stacks);
+  PUT(stats, "jobs_not_queued", jobs_not_queued);
+}

@@ -1,0 +1,181 @@
+// thread_contexts.c: the per-thread table (see the header).
+//
+// With the GVL only: holding it is what keeps threads from being born or
+// dying while the table is read against the VM's list. Two indexes over
+// the same contexts: by VM handle (what the thread list gives) and by Linux
+// thread id (what a CPU sample from the signal handler carries).
+//
+// Steady state allocates nothing: a context is made once per thread. Naming
+// a thread (once, and again if it is renamed) may call into Ruby.
+#include "thread_contexts.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ruby/st.h>
+
+#include "clocks.h"
+
+struct thread_contexts {
+  st_table *by_handle; // VM thread handle -> thread_context *
+  st_table *by_tid;    // native tid -> thread_context *
+  uint64_t pass;
+};
+
+thread_contexts *thread_contexts_new(void) {
+  thread_contexts *contexts = calloc(1, sizeof(*contexts));
+  if (contexts == NULL) return NULL;
+  contexts->by_handle = st_init_numtable();
+  contexts->by_tid = st_init_numtable();
+  return contexts;
+}
+
+typedef struct {
+  void (*on_forget)(thread_context *, void *);
+  void *data;
+  uint64_t pass; // forget those not seen in it; 0: all
+  st_table *by_tid;
+} forget_run;
+
+static void forget_context(thread_context *context, forget_run *run) {
+  if (run->on_forget) run->on_forget(context, run->data);
+  st_data_t tid = (st_data_t)context->native_tid, found;
+  // Only if the tid still points here: a newer thread may have the same tid.
+  if (st_lookup(run->by_tid, tid, &found) && (thread_context *)found == context) st_delete(run->by_tid, &tid, NULL);
+  free(context);
+}
+
+static int forget_if_unseen(st_data_t key, st_data_t value, st_data_t arg) {
+  forget_run *run = (forget_run *)arg;
+  thread_context *context = (thread_context *)value;
+  if (run->pass != 0 && context->last_seen_pass == run->pass) return ST_CONTINUE;
+  forget_context(context, run);
+  return ST_DELETE;
+}
+
+void thread_contexts_free(thread_contexts *contexts, void (*on_forget)(thread_context *, void *), void *data) {
+  if (contexts == NULL) return;
+  forget_run run = {on_forget, data, 0, contexts->by_tid};
+  st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
+  st_free_table(contexts->by_handle);
+  st_free_table(contexts->by_tid);
+  free(contexts);
+}
+
+void thread_contexts_begin_pass(thread_contexts *contexts) { contexts->pass++; }
+
+void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
+                                   void *data) {
+  forget_run run = {on_forget, data, contexts->pass, contexts->by_tid};
+  st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
+}
+
+size_t thread_contexts_count(const thread_contexts *contexts) { return contexts->by_handle->num_entries; }
+
+static int mark_context(st_data_t key, st_data_t value, st_data_t arg) {
+  rb_gc_mark(((thread_context *)value)->name_source);
+  rb_gc_mark(((thread_context *)value)->thread);
+  return ST_CONTINUE;
+}
+
+void thread_contexts_mark(const thread_contexts *contexts) {
+  if (contexts != NULL) st_foreach(contexts->by_handle, mark_context, 0);
+}
+
+static int forget_timer(st_data_t key, st_data_t value, st_data_t arg) {
+  thread_context *context = (thread_context *)value;
+  context->timer = 0;
+  context->timer_tried = false;
+  return ST_CONTINUE;
+}
+
+void thread_contexts_forget_timers_after_fork(thread_contexts *contexts) {
+  if (contexts != NULL) st_foreach(contexts->by_handle, forget_timer, 0);
+}
+
+static void copy_truncated(char *out, const char *text, size_t length) {
+  // Keep the end of long names: for file paths it is the part that tells.
+  if (length >= THREAD_NAME_SIZE) {
+    text += length - (THREAD_NAME_SIZE - 1);
+    length = THREAD_NAME_SIZE - 1;
+  }
+  memcpy(out, text, length);
+  out[length] = '\0';
+}
+
+static VALUE start_location(VALUE proc) { return rb_funcall(proc, rb_intern("source_location"), 0); }
+
+// "main", the thread's name, else where it was started ("app.rb:12").
+static void name_thread(thread_context *context, const vm_thread_info *info) {
+  context->name_source = info->name;
+  context->thread_generation = 0; // the recorder's thread entry changes with the name
+  if (info->is_main) {
+    snprintf(context->name, THREAD_NAME_SIZE, "main");
+    return;
+  }
+  if (RB_TYPE_P(info->name, T_STRING)) {
+    copy_truncated(context->name, RSTRING_PTR(info->name), (size_t)RSTRING_LEN(info->name));
+    return;
+  }
+  snprintf(context->name, THREAD_NAME_SIZE, "thread %lld", (long long)info->native_tid);
+  VALUE proc = vm_thread_start_proc(info->handle);
+  if (NIL_P(proc)) return;
+  int raised = 0;
+  VALUE location = rb_protect(start_location, proc, &raised);
+  if (raised) {
+    rb_set_errinfo(Qnil);
+    return;
+  }
+  if (!RB_TYPE_P(location, T_ARRAY) || RARRAY_LEN(location) != 2) return;
+  VALUE path = RARRAY_AREF(location, 0), line = RARRAY_AREF(location, 1);
+  if (!RB_TYPE_P(path, T_STRING) || !FIXNUM_P(line)) return;
+  char text[PATH_MAX + 32];
+  int length = snprintf(text, sizeof(text), "%.*s:%ld", (int)RSTRING_LEN(path), RSTRING_PTR(path), FIX2LONG(line));
+  if (length > 0) copy_truncated(context->name, text, (size_t)length < sizeof(text) ? (size_t)length : sizeof(text) - 1);
+}
+
+void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info) {
+  if (context->name_source != info->name) name_thread(context, info);
+}
+
+thread_context *thread_contexts_find_by_tid(const thread_contexts *contexts, int64_t tid) {
+  st_data_t found;
+  return st_lookup(contexts->by_tid, (st_data_t)tid, &found) ? (thread_context *)found : NULL;
+}
+
+thread_context *thread_contexts_find_by_handle(const thread_contexts *contexts, const void *handle) {
+  st_data_t found;
+  return st_lookup(contexts->by_handle, (st_data_t)handle, &found) ? (thread_context *)found : NULL;
+}
+
+thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_info *info, bool *is_new,
+                                     void (*on_forget)(thread_context *, void *), void *data) {
+  *is_new = false;
+  thread_context *context = thread_contexts_find_by_handle(contexts, info->handle);
+  if (context != NULL && context->native_tid == info->native_tid) {
+    context->last_seen_pass = contexts->pass;
+    return context;
+  }
+  if (context != NULL) {
+    // A freed thread's struct reused for a new thread: same handle, new tid.
+    st_data_t handle = (st_data_t)context->handle;
+    st_delete(contexts->by_handle, &handle, NULL);
+    forget_run run = {on_forget, data, 0, contexts->by_tid};
+    forget_context(context, &run);
+  }
+  context = calloc(1, sizeof(*context));
+  if (context == NULL) return NULL;
+  context->handle = info->handle;
+  context->thread = info->thread;
+  context->native_tid = info->native_tid;
+  context->has_cpu_clock = clocks_thread_cpu_clock(info->native_tid, &context->cpu_clock);
+  context->name_source = Qundef;
+  context->last_seen_pass = contexts->pass;
+  st_insert(contexts->by_handle, (st_data_t)info->handle, (st_data_t)context);
+  // A tid seen again belongs to the newer thread (Linux reuses tids).
+  st_insert(contexts->by_tid, (st_data_t)info->native_tid, (st_data_t)context);
+  name_thread(context, info);
+  *is_new = true;
+  return context;
+}

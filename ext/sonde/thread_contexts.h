@@ -1,0 +1,97 @@
+// thread_contexts.h: what Sonde keeps about each Ruby thread between two
+// samples: its name and thread id, its CPU timer, where its previous sample
+// left its clocks, and the stack it was recorded with (reused while the
+// thread has not run since). The table owns the contexts; the sampling pass
+// reads and writes their fields.
+//
+// With the GVL only (the sampling pass, the thread-begin hook, flush and
+// stop). Naming a thread may call Ruby.
+#ifndef SONDE_THREAD_CONTEXTS_H
+#define SONDE_THREAD_CONTEXTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <ruby.h>
+
+#include "cpu_timers.h"
+#include "run.h"
+#include "vm.h"
+
+#define THREAD_NAME_SIZE 128
+
+typedef struct thread_context {
+  const void *handle; // the VM's, as vm_thread_info gives it
+  VALUE thread;       // the Thread object (marked: kept until the context is forgotten)
+  int64_t native_tid;
+  clockid_t cpu_clock;
+  bool has_cpu_clock;
+  VALUE name_source; // the Thread#name the cached name was made from
+  char name[THREAD_NAME_SIZE];
+  uint64_t last_seen_pass;
+  bool sampled; // has had a wall sample (else the next is its first)
+
+  // Wall time and GVL times where the previous sample left them.
+  int64_t wall_ns_at_previous_sample;
+  vm_gvl_times gvl_at_previous_sample;
+
+  // CPU time. With a timer (the usual case) CPU samples come from the
+  // thread's own signals; without one (no-signals mode, a refused timer)
+  // each pass charges the CPU used since the previous pass.
+  cpu_timer_ref timer;
+  bool timer_tried; // armed once, or refused: not tried again
+  int64_t cpu_ns_at_previous_sample;
+
+  // GC time already charged to "Garbage Collection", to take off this
+  // thread's next wall (and, without a timer, CPU) sample.
+  int64_t gc_cpu_ns_to_deduct;
+  int64_t gc_wall_ns_to_deduct;
+
+  // The stack of the previous wall sample, as a recorder id, valid while
+  // the recorder's generation is the one noted; and how the thread's run
+  // could be told apart since (GVL acquisitions, else CPU time).
+  uint64_t stack_generation;
+  uint32_t stack_id;
+  uint64_t run_marker;
+  bool stack_reusable;
+
+  // The recorder's index for (tid, name), valid for the noted generation.
+  uint64_t thread_generation;
+  uint32_t thread_index;
+} thread_context;
+
+// Returns NULL when out of memory.
+thread_contexts *thread_contexts_new(void);
+
+// Calls on_forget for each context first (to delete its timer).
+void thread_contexts_free(thread_contexts *contexts, void (*on_forget)(thread_context *, void *), void *data);
+
+// The context of a thread the VM describes, created (and named) if new:
+// *is_new says so. A VM thread struct reused by a new thread (same handle,
+// new tid) gets a fresh context; the old one goes through on_forget.
+// Returns NULL when out of memory. Marks the context seen in this pass.
+thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_info *info, bool *is_new,
+                                     void (*on_forget)(thread_context *, void *), void *data);
+
+thread_context *thread_contexts_find_by_tid(const thread_contexts *contexts, int64_t tid);
+thread_context *thread_contexts_find_by_handle(const thread_contexts *contexts, const void *handle);
+
+// A pass starts: contexts not met during it are forgotten by forget_unseen.
+void thread_contexts_begin_pass(thread_contexts *contexts);
+void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
+                                   void *data);
+
+// Renames the context if the thread's name changed since (may call Ruby).
+void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info);
+
+size_t thread_contexts_count(const thread_contexts *contexts);
+
+// For the GC mark phase.
+void thread_contexts_mark(const thread_contexts *contexts);
+
+// In a forked child: only the forking thread survives, and timers are not
+// inherited. Every context's timer is forgotten (no deletion).
+void thread_contexts_forget_timers_after_fork(thread_contexts *contexts);
+
+#endif
