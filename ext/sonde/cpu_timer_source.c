@@ -59,7 +59,7 @@ static void add_cpu_timer_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "cpu_timer_failures", ULL2NUM(timers.failures));
   // What rate the kernel really delivered: at most its tick, whatever was asked.
   double seconds = (double)timers.sampled_cpu_ns / 1e9;
-  PUT(stats, "cpu_sample_rate_hz", DBL2NUM(seconds > 0 ? (double)timers.signals / seconds : 0.0));
+  PUT(stats, "cpu_sample_rate_hz", DBL2NUM(seconds > 0 ? (double)timers.committed / seconds : 0.0));
   PUT(stats, "captures_dropped", ULL2NUM(capture_buffer_drops(run->captures)));
 }
 

@@ -67,7 +67,7 @@ struct cpu_timers {
   int fail_creation_with; // tests
   // Shared with handlers, atomic:
   uint32_t handlers_inside;
-  uint64_t live, signals, failures;
+  uint64_t live, signals, committed, failures;
   int64_t sampled_cpu_ns;
 };
 
@@ -287,22 +287,40 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
   if (record != NULL && __atomic_load_n(&record->generation, __ATOMIC_SEQ_CST) == generation) {
     int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     int64_t before = __atomic_load_n(&record->last_cpu_ns, __ATOMIC_RELAXED);
-    hit->tid = record->tid;
-    hit->thread_handle = record->thread_handle;
-    hit->cpu_ns = now > before ? now - before : 0;
-    if (now >= 0) __atomic_store_n(&record->last_cpu_ns, now, __ATOMIC_RELAXED);
+    *hit = (cpu_timer_hit){
+        .tid = record->tid,
+        .thread_handle = record->thread_handle,
+        .cpu_ns = now > before ? now - before : 0,
+        .index = index,
+        .generation = generation,
+        .clock_ns = now,
+    };
     __atomic_fetch_add(&timers->signals, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&timers->sampled_cpu_ns, hit->cpu_ns, __ATOMIC_RELAXED);
     ours = true;
   }
   __atomic_fetch_sub(&timers->handlers_inside, 1, __ATOMIC_RELEASE);
   return ours;
 }
 
+void cpu_timers_commit_signal_safe(cpu_timers *timers, const cpu_timer_hit *hit) {
+  if (hit->clock_ns < 0) return;
+  __atomic_fetch_add(&timers->handlers_inside, 1, __ATOMIC_SEQ_CST);
+  timer_record *record = record_at(timers, hit->index);
+  // Only the thread's own handler writes last_cpu_ns, one signal at a time
+  // (SIGPROF is blocked while its handler runs).
+  if (record != NULL && __atomic_load_n(&record->generation, __ATOMIC_SEQ_CST) == hit->generation) {
+    __atomic_store_n(&record->last_cpu_ns, hit->clock_ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&timers->sampled_cpu_ns, hit->cpu_ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&timers->committed, 1, __ATOMIC_RELAXED);
+  }
+  __atomic_fetch_sub(&timers->handlers_inside, 1, __ATOMIC_RELEASE);
+}
+
 cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
   cpu_timer_stats stats = {
       .live = __atomic_load_n(&timers->live, __ATOMIC_RELAXED),
       .signals = __atomic_load_n(&timers->signals, __ATOMIC_RELAXED),
+      .committed = __atomic_load_n(&timers->committed, __ATOMIC_RELAXED),
       .failures = __atomic_load_n(&timers->failures, __ATOMIC_RELAXED),
       .sampled_cpu_ns = __atomic_load_n(&timers->sampled_cpu_ns, __ATOMIC_RELAXED),
   };

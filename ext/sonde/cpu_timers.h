@@ -70,6 +70,9 @@ typedef struct {
   int32_t tid;
   const void *thread_handle;
   int64_t cpu_ns; // CPU time of this thread since its previous CPU sample
+  // For cpu_timers_commit_signal_safe.
+  uint32_t index, generation;
+  int64_t clock_ns;
 } cpu_timer_hit;
 
 // Inside the SIGPROF handler: whether this signal came from one of the live
@@ -77,11 +80,19 @@ typedef struct {
 // says. Reads the calling thread's CPU clock. Lock-free.
 bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info, cpu_timer_hit *hit);
 
+// Inside the SIGPROF handler, once the sample is kept: its CPU time is
+// accounted for, the next sample counts from here. A sample that could not
+// be kept (a full buffer) is not committed: its CPU time goes with the
+// thread's next sample, so totals stay exact.
+void cpu_timers_commit_signal_safe(cpu_timers *timers, const cpu_timer_hit *hit);
+
 // Stats. live: timers armed now. signals: CPU-timer signals taken;
-// sampled_cpu_ns: CPU time they covered (so signals / sampled seconds is
-// the effective rate); failures: timers the kernel refused.
+// committed: those kept as samples; sampled_cpu_ns: CPU time the kept ones
+// covered (so committed / sampled seconds is the effective rate, counted
+// in the kernel's signals, that is: what a sample weighs); failures: timers
+// the kernel refused.
 typedef struct {
-  uint64_t live, signals, failures;
+  uint64_t live, signals, committed, failures;
   int64_t sampled_cpu_ns;
   bool unavailable;
   int unavailable_errno;

@@ -23,7 +23,7 @@
 
 struct gc_source {
   bool record_gc;
-  bool polled; // Ruby 3.1/3.2: GC.total_time at each pass instead of a hook
+  bool polled; // Ruby 3.1/3.2: Ruby's GC clock at each pass instead of a hook
   VALUE tracepoint;
   // Written during GC by the tracepoint, read with the GVL after it.
   int64_t started_wall_ns;
@@ -32,7 +32,7 @@ struct gc_source {
   int64_t pending_wall_ns;
   int64_t pending_cpu_ns;
   // Polling.
-  int64_t total_time_seen_ns; // GC.total_time at the previous poll
+  int64_t total_time_seen_ns; // the GC clock at the previous poll, -1 when unreadable
   size_t count_seen;          // GC.count at the previous poll
   int64_t last_running_tid;
   // Stats.
@@ -79,30 +79,13 @@ static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
 // ---------------------------------------------------------------------------
 // Polling Ruby's GC clock (3.1, 3.2).
 
-static ID id_total_time;
-static VALUE gc_module;
-
-static VALUE read_gc_total_time(VALUE unused) { return rb_funcall(gc_module, id_total_time, 0); }
-
-// GC.total_time: nanoseconds Ruby itself spent in GC (from 3.1), measured by
-// gc.c around each GC step whether or not anyone asks. -1 when unreadable
-// (it raised, or GC.measure_total_time was turned off and it stays still).
-static int64_t gc_total_time_ns(void) {
-  int raised = 0;
-  VALUE total = rb_protect(read_gc_total_time, Qnil, &raised);
-  if (raised) {
-    rb_set_errinfo(Qnil);
-    return -1;
-  }
-  return RB_INTEGER_TYPE_P(total) ? (int64_t)NUM2LL(total) : -1;
-}
-
-// GC.total_time is measured on the process CPU clock: it is both the GC's
+// Ruby's GC clock (vm_gc_total_time_ns) is measured on the process CPU
+// clock around each GC step, whether or not anyone asks: it is both the GC's
 // CPU time and, GC being CPU work with the GVL held, its wall time. GC runs
 // on the thread that allocates, which between two passes is nearly always
 // the one last seen running Ruby.
 static void poll_gc_time(gc_source *gc) {
-  int64_t total = gc_total_time_ns();
+  int64_t total = vm_gc_total_time_ns();
   if (total < 0 || gc->total_time_seen_ns < 0) {
     gc->total_time_seen_ns = total;
     return;
@@ -128,25 +111,14 @@ uint8_t gc_source_latest_gc_state(void) {
   return thread_state_of_gc(RTEST(major_by), thread_state_gc_reason_index(reason));
 }
 
-static VALUE native_thread_id_of(VALUE thread) { return rb_funcall(thread, rb_intern("native_thread_id"), 0); }
-static VALUE name_of(VALUE thread) { return rb_funcall(thread, rb_intern("name"), 0); }
-
-static VALUE call_quietly(VALUE (*function)(VALUE), VALUE thread) {
-  int raised = 0;
-  VALUE result = rb_protect(function, thread, &raised);
-  if (raised) rb_set_errinfo(Qnil);
-  return raised ? Qnil : result;
-}
-
 // A GC can run on one of Sonde's own threads (the flusher allocates): it is
 // named as that thread is, by its tid.
 static void name_own_thread(const own_threads *own, int64_t tid, char *name, size_t size) {
   snprintf(name, size, "thread %lld", (long long)tid);
   for (int i = 0; i < own->count; i++) {
-    VALUE id = call_quietly(native_thread_id_of, own->threads[i]);
-    if (!FIXNUM_P(id) || FIX2LONG(id) != tid) continue;
-    VALUE named = call_quietly(name_of, own->threads[i]);
-    if (RB_TYPE_P(named, T_STRING)) snprintf(name, size, "%.*s", (int)RSTRING_LEN(named), RSTRING_PTR(named));
+    vm_thread_info info;
+    if (!vm_thread_info_of(own->threads[i], &info) || info.native_tid != tid) continue;
+    if (RB_TYPE_P(info.name, T_STRING)) snprintf(name, size, "%.*s", (int)RSTRING_LEN(info.name), RSTRING_PTR(info.name));
     return;
   }
 }
@@ -193,12 +165,8 @@ static sonde_status start_gc(sonde_run *run, char *error, size_t error_size) {
   gc_source *gc = run->gc;
   if (!gc->record_gc) return SONDE_OK;
   if (vm_gc_hooks_slow_allocation()) {
-    if (gc_module == 0) {
-      gc_module = rb_const_get(rb_cObject, rb_intern("GC"));
-      id_total_time = rb_intern("total_time");
-    }
     gc->polled = true;
-    gc->total_time_seen_ns = gc_total_time_ns();
+    gc->total_time_seen_ns = vm_gc_total_time_ns();
     gc->count_seen = rb_gc_count();
     return SONDE_OK;
   }

@@ -8,7 +8,8 @@
 // How GC is timed depends on the Ruby (vm_gc_hooks_slow_allocation): from
 // 3.3 a GC enter/exit hook times each GC; on 3.1 and 3.2, where any GC hook
 // slows down every allocation, each pass reads Ruby's own GC clock
-// (GC.total_time) and charges its growth to the thread last seen running.
+// (GC.total_time, as GC.stat(:time) gives it) and charges its growth to the
+// thread last seen running.
 //
 // This is the GC event source (gc_event_source).
 #ifndef SONDE_GC_SOURCE_H
@@ -26,7 +27,7 @@ void gc_source_free(gc_source *gc);
 extern const event_source gc_event_source;
 
 // With the GVL, not during GC: records the GC time gathered since the last
-// call (at each pass, flush and stop). May call Ruby (GC.total_time).
+// call (at each pass, flush and stop). Calls no Ruby method.
 // Returns false when the record was lost (out of memory; the caller counts).
 bool gc_source_record_pending(sonde_run *run);
 

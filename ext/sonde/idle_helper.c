@@ -70,6 +70,9 @@ static void unblock_helper(void *arg) {
 
 static VALUE helper_loop(VALUE arg) {
   helper_start *start = (helper_start *)arg;
+  // Named here, on its own thread: whoever started it may be a sampling
+  // pass, which calls no Ruby method (sampling_pass.c).
+  rb_funcall(rb_thread_current(), rb_intern("name="), 1, rb_str_new_cstr("sonde-idle-helper"));
   for (;;) {
     helper_wait wait = {.helper = start->helper};
     // An interrupt (kill) is run by Ruby as this returns: the thread then
@@ -107,7 +110,6 @@ void idle_helper_start(idle_helper *helper, void (*on_request)(void *), void *da
     rb_jump_tag(raised);
   }
   helper->thread = thread;
-  rb_funcall(thread, rb_intern("name="), 1, rb_str_new_cstr("sonde-idle-helper"));
 }
 
 bool idle_helper_request_from_trigger(idle_helper *helper) {

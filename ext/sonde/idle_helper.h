@@ -28,8 +28,8 @@ typedef struct {
 bool idle_helper_init(idle_helper *helper);
 void idle_helper_destroy(idle_helper *helper);
 
-// Starts the thread (with the GVL; may raise). on_request runs a pass, with
-// the GVL, each time the helper is asked.
+// Starts the thread (with the GVL; may raise; calls no Ruby method).
+// on_request runs a pass, with the GVL, each time the helper is asked.
 void idle_helper_start(idle_helper *helper, void (*on_request)(void *), void *data);
 
 // From the trigger thread (no GVL): asks for one pass. Returns false when

@@ -439,10 +439,12 @@ void pprof_set_time(pprof_builder *builder, int64_t time_nanos, int64_t duration
 
 uint64_t pprof_add_function(pprof_builder *builder, int64_t name, int64_t filename, int64_t start_line) {
   uint64_t id = builder->function_count + 1;
-  // system_name repeats name: Ruby has no separate mangled name, and some
-  // viewers show only one of the two.
+  // No system_name: Ruby has no mangled name for it to hold, and a
+  // system_name equal to name tells `go tool pprof` the name still needs
+  // demangling: it then takes names with <...> or (...) for C++ and cuts
+  // those parts out ("block (2 levels) in <class:PPU>" became "block  in ",
+  // "<main>" became ""). An empty system_name marks the name as final.
   size_t size = varint_field_size(FUNCTION_ID, id) + optional_varint_field_size(FUNCTION_NAME, (uint64_t)name) +
-                optional_varint_field_size(FUNCTION_SYSTEM_NAME, (uint64_t)name) +
                 optional_varint_field_size(FUNCTION_FILENAME, (uint64_t)filename) +
                 optional_varint_field_size(FUNCTION_START_LINE, (uint64_t)start_line);
   if (buffer_reserve(&builder->functions, len_field_size(PROFILE_FUNCTION, size)) != 0) return 0;
@@ -450,7 +452,6 @@ uint64_t pprof_add_function(pprof_builder *builder, int64_t name, int64_t filena
   put_len_header(out, PROFILE_FUNCTION, size);
   put_varint_field(out, FUNCTION_ID, id);
   put_optional_varint_field(out, FUNCTION_NAME, (uint64_t)name);
-  put_optional_varint_field(out, FUNCTION_SYSTEM_NAME, (uint64_t)name);
   put_optional_varint_field(out, FUNCTION_FILENAME, (uint64_t)filename);
   put_optional_varint_field(out, FUNCTION_START_LINE, (uint64_t)start_line);
   builder->function_count = id;

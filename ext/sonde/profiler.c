@@ -29,6 +29,7 @@
 #include "signals.h"
 #include "stacks.h"
 #include "thread_contexts.h"
+#include "vm.h"
 
 #define ERROR_SIZE 1024
 
@@ -49,6 +50,7 @@ typedef struct {
   own_threads own;
   size_t sources_started;
   bool handler_installed;
+  bool vm_run_begun;
   bool halted; // sampling is over (stop, or process exit); the profile is still to be taken
 } profiler_state;
 
@@ -164,21 +166,19 @@ static void halt_sampling(profiler_state *state) {
     state->handler_installed = false;
   }
   sampling_pass_record_captures(run, true);
+  if (state->vm_run_begun) vm_end_run();
+  state->vm_run_begun = false;
   state->halted = true;
 }
 
-static VALUE baseline_protected(VALUE arg) {
-  sampling_pass_baseline((sonde_run *)arg);
-  return Qnil;
-}
-
-static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
-
-// Installs the handler, meets the threads, starts the sources. On failure,
-// everything started is stopped again and the status says why.
+// Installs the handler, meets the threads, starts the sources. A failure of
+// Sonde's own is a status, with why in error; a Ruby exception (or a
+// Thread#kill) on the way unwinds through native_start, which cleans up.
 static sonde_status start_sampling(profiler_state *state, char *error, size_t error_size) {
   sonde_run *run = &state->run;
   signal_sampler_reset_stats();
+  vm_begin_run();
+  state->vm_run_begun = true;
   if (run->settings.use_signals) {
     // Before any CPU timer is armed: a timer's signal with no handler of
     // ours would kill the process.
@@ -187,17 +187,7 @@ static sonde_status start_sampling(profiler_state *state, char *error, size_t er
     if (status != SONDE_OK) return status;
     state->handler_installed = true;
   }
-  int raised = 0;
-  rb_protect(baseline_protected, (VALUE)run, &raised);
-  if (raised) {
-    VALUE exception = rb_errinfo();
-    rb_set_errinfo(Qnil);
-    VALUE message = rb_protect(exception_message, exception, &raised);
-    if (raised) rb_set_errinfo(Qnil);
-    snprintf(error, error_size, "could not meet the threads to sample: %s",
-             !raised && RB_TYPE_P(message, T_STRING) ? StringValueCStr(message) : "unknown error");
-    return SONDE_THREAD_FAILED;
-  }
+  sampling_pass_baseline(run);
   for (size_t i = 0; i < SOURCE_COUNT; i++) {
     sonde_status status = SOURCES[i]->start(run, error, error_size);
     if (status != SONDE_OK) return status;
@@ -208,6 +198,18 @@ static sonde_status start_sampling(profiler_state *state, char *error, size_t er
 
 static const char *error_class_for(sonde_status status) {
   return status == SONDE_SIGNAL_CONFLICT ? "SignalConflictError" : "Error";
+}
+
+typedef struct {
+  profiler_state *state;
+  sonde_status status;
+  char error[ERROR_SIZE];
+} start_run;
+
+static VALUE start_protected(VALUE arg) {
+  start_run *start = (start_run *)arg;
+  start->status = start_sampling(start->state, start->error, sizeof(start->error));
+  return Qnil;
 }
 
 // Native.start(rate_hz, max_frames, use_signals, overhead_target_percent, record_gc) -> true
@@ -235,15 +237,17 @@ static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_si
   profiler_holder = holder;
   run_set_active(&state->run);
 
-  char error[ERROR_SIZE] = "";
-  sonde_status status = start_sampling(state, error, sizeof(error));
-  if (status != SONDE_OK) {
+  start_run start = {.state = state, .status = SONDE_OK};
+  int raised = 0;
+  rb_protect(start_protected, (VALUE)&start, &raised);
+  if (raised || start.status != SONDE_OK) {
     halt_sampling(state);
     run_set_active(NULL);
     profiler_holder = Qnil;
     RTYPEDDATA_DATA(holder) = NULL;
     free_profiler(state);
-    rb_raise(error_class(error_class_for(status)), "%s", error);
+    if (raised) rb_jump_tag(raised); // whatever it was (an exception, a Thread#kill) goes on
+    rb_raise(error_class(error_class_for(start.status)), "%s", start.error);
   }
   return Qtrue;
 }

@@ -10,7 +10,13 @@
 // Steady state allocates nothing: contexts are made once per thread, the
 // thread list and frame buffers are reused, a thread that has not run since
 // its previous sample is recorded with the stack id it had, and the
-// recorder grows only on new stacks. Naming a new thread may call Ruby.
+// recorder grows only on new stacks.
+//
+// No Ruby method is called here, nor in anything this calls: a method call
+// runs the pending interrupts of the thread the pass runs on, and a
+// Thread#kill or Thread#raise run inside a postponed job is swallowed by
+// Ruby (rb_postponed_job_flush catches what a job throws). So exceptions
+// caught here are Sonde's own.
 #include "sampling_pass.h"
 
 #include <stdio.h>
@@ -495,8 +501,6 @@ static VALUE full_pass_protected(VALUE arg) {
   return Qnil;
 }
 
-static VALUE exception_message(VALUE exception) { return rb_funcall(exception, rb_intern("full_message"), 0); }
-
 // The application must not notice a failure of ours beyond this warning.
 static void stop_after_failure(sonde_run *run) {
   VALUE exception = rb_errinfo();
@@ -505,12 +509,15 @@ static void stop_after_failure(sonde_run *run) {
   scheduler_request_stop(run->scheduler);
   if (run->timers != NULL) cpu_timers_disarm_all(run->timers);
 
-  int raised = 0;
-  VALUE message = rb_protect(exception_message, exception, &raised);
-  if (raised) rb_set_errinfo(Qnil);
-  fprintf(stderr, "sonde: sampling failed, so profiling stopped (the application goes on): %.*s\n",
-          !raised && RB_TYPE_P(message, T_STRING) ? (int)RSTRING_LEN(message) : 7,
-          !raised && RB_TYPE_P(message, T_STRING) ? RSTRING_PTR(message) : "unknown");
+  // Named from the exception's class and message fields: no method call
+  // here either (see the top of the file).
+  VALUE class_name = RB_SPECIAL_CONST_P(exception) ? Qnil : rb_class_name(rb_obj_class(exception));
+  VALUE message = RB_SPECIAL_CONST_P(exception) ? Qnil : rb_attr_get(exception, rb_intern("mesg"));
+  fprintf(stderr, "sonde: sampling failed, so profiling stopped (the application goes on): %.*s: %.*s\n",
+          RB_TYPE_P(class_name, T_STRING) ? (int)RSTRING_LEN(class_name) : 7,
+          RB_TYPE_P(class_name, T_STRING) ? RSTRING_PTR(class_name) : "unknown",
+          RB_TYPE_P(message, T_STRING) ? (int)RSTRING_LEN(message) : 0,
+          RB_TYPE_P(message, T_STRING) ? RSTRING_PTR(message) : "");
 }
 
 static void record_pass_time(sampling_pass *pass, int64_t elapsed) {

@@ -45,7 +45,7 @@ struct scheduler {
   // Shared, atomic.
   int stopping;
   int tick_pending;
-  uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts;
+  uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts, ticks_skipped;
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
@@ -132,18 +132,26 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 }
 
 // One tick: the GVL holder reads its own stack in its SIGPROF handler and
-// queues the pass; with no holder, the idle helper runs the pass.
-static void tick_from_trigger(scheduler *sched) {
+// queues the pass; with no holder, the idle helper runs the pass. Returns
+// whether a pass was asked for.
+static bool tick_from_trigger(scheduler *sched) {
+  // The previous tick's pass has not run yet: its thread holds the GVL with
+  // no safe point (a long C call). Another signal would only add a capture
+  // no pass can take; the wall time is not lost, the next pass covers it.
+  if (__atomic_load_n(&sched->tick_pending, __ATOMIC_ACQUIRE)) {
+    ADD(ticks_skipped);
+    return false;
+  }
   if (sched->use_signals && !signals_sampling_handler_lost()) {
     pthread_t owner;
     if (vm_gvl_owner_from_any_thread(&owner)) {
       switch (signals_send_sigprof_if_handler_in_place(owner)) {
         case SIGNAL_SENT:
           ADD(signals_sent);
-          return;
+          return true;
         case SIGNAL_FAILED:
           ADD(signal_failures);
-          return;
+          return false;
         case SIGNAL_HANDLER_LOST:
           give_up_signals_from_trigger(sched);
           break;
@@ -156,9 +164,10 @@ static void tick_from_trigger(scheduler *sched) {
   }
   if (idle_helper_request_from_trigger(&sched->helper)) {
     ADD(idle_requests);
-  } else {
-    ADD(idle_helper_missing); // killed: the next pass on an application thread starts another
+    return true;
   }
+  ADD(idle_helper_missing); // killed: the next pass on an application thread starts another
+  return false;
 }
 
 static struct timespec timespec_from_ns(int64_t ns) {
@@ -186,8 +195,7 @@ static void *trigger_loop_without_gvl(void *arg) {
     // Behind schedule (machine busy, process stopped): skip, never burst.
     if (next_tick < now) next_tick = now;
     if (!sleep_until(sched, next_tick)) break;
-    tick_from_trigger(sched);
-    pacing_on_tick(&sched->pace);
+    if (tick_from_trigger(sched)) pacing_on_tick(&sched->pace);
   }
   return NULL;
 }
@@ -319,6 +327,7 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "idle_requests", READ(idle_requests));
   PUT(stats, "idle_helper_restarts", READ(idle_helper_restarts));
   PUT(stats, "idle_helper_missing", READ(idle_helper_missing));
+  PUT(stats, "ticks_skipped", READ(ticks_skipped));
   PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
   PUT(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
   rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),

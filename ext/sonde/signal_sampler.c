@@ -51,6 +51,8 @@ static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *se
   return true;
 }
 
+// A sample that cannot be kept is not committed: its CPU time goes with
+// the thread's next sample (cpu_timers.h).
 static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   ADD(cpu_signals);
   capture *slot = capture_buffer_claim_signal_safe(run->captures); // full: counted as a drop there
@@ -66,6 +68,7 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
     ADD(inconsistent_stacks);
     return;
   }
+  cpu_timers_commit_signal_safe(run->timers, hit);
   capture_buffer_publish_signal_safe(run->captures, slot);
   if (holder != NULL) queue_recording();
 }

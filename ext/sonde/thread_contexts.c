@@ -5,8 +5,8 @@
 // the same contexts: by VM handle (what the thread list gives) and by Linux
 // thread id (what a CPU sample from the signal handler carries).
 //
-// Steady state allocates nothing: a context is made once per thread. Naming
-// a thread (once, and again if it is renamed) may call into Ruby.
+// Steady state allocates nothing: a context is made once per thread. Like
+// the whole sampling path, it calls no Ruby method (see vm_begin_run).
 #include "thread_contexts.h"
 
 #include <limits.h>
@@ -104,8 +104,6 @@ static void copy_truncated(char *out, const char *text, size_t length) {
   out[length] = '\0';
 }
 
-static VALUE start_location(VALUE proc) { return rb_funcall(proc, rb_intern("source_location"), 0); }
-
 // "main", the thread's name, else where it was started ("app.rb:12").
 static void name_thread(thread_context *context, const vm_thread_info *info) {
   context->name_source = info->name;
@@ -118,21 +116,12 @@ static void name_thread(thread_context *context, const vm_thread_info *info) {
     copy_truncated(context->name, RSTRING_PTR(info->name), (size_t)RSTRING_LEN(info->name));
     return;
   }
-  snprintf(context->name, THREAD_NAME_SIZE, "thread %lld", (long long)info->native_tid);
-  VALUE proc = vm_thread_start_proc(info->handle);
-  if (NIL_P(proc)) return;
-  int raised = 0;
-  VALUE location = rb_protect(start_location, proc, &raised);
-  if (raised) {
-    rb_set_errinfo(Qnil);
-    return;
+  char location[PATH_MAX + 32];
+  if (vm_thread_start_location(info->handle, location, sizeof(location))) {
+    copy_truncated(context->name, location, strlen(location));
+  } else {
+    snprintf(context->name, THREAD_NAME_SIZE, "thread %lld", (long long)info->native_tid);
   }
-  if (!RB_TYPE_P(location, T_ARRAY) || RARRAY_LEN(location) != 2) return;
-  VALUE path = RARRAY_AREF(location, 0), line = RARRAY_AREF(location, 1);
-  if (!RB_TYPE_P(path, T_STRING) || !FIXNUM_P(line)) return;
-  char text[PATH_MAX + 32];
-  int length = snprintf(text, sizeof(text), "%.*s:%ld", (int)RSTRING_LEN(path), RSTRING_PTR(path), FIX2LONG(line));
-  if (length > 0) copy_truncated(context->name, text, (size_t)length < sizeof(text) ? (size_t)length : sizeof(text) - 1);
 }
 
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info) {

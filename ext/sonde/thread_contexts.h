@@ -5,7 +5,7 @@
 // reads and writes their fields.
 //
 // With the GVL only (the sampling pass, the thread-begin hook, flush and
-// stop). Naming a thread may call Ruby.
+// stop). Calls no Ruby method (see vm_begin_run).
 #ifndef SONDE_THREAD_CONTEXTS_H
 #define SONDE_THREAD_CONTEXTS_H
 
@@ -82,7 +82,7 @@ void thread_contexts_begin_pass(thread_contexts *contexts);
 void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
                                    void *data);
 
-// Renames the context if the thread's name changed since (may call Ruby).
+// Renames the context if the thread's name changed since.
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info);
 
 size_t thread_contexts_count(const thread_contexts *contexts);

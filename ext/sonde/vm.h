@@ -112,8 +112,29 @@ bool vm_gc_running_signal_safe(void);
 int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *frame_ids, int32_t *lines,
                                          uint32_t max_frames, uint32_t *total_depth);
 
-// For a thread started from a block: the block (a Proc), else Qnil. Needs the GVL.
-VALUE vm_thread_start_proc(const void *handle);
+// For a thread started from a block: where the block is ("app.rb:12"),
+// written into out. Returns false when unknown. Needs the GVL; calls no
+// Ruby method (the sampling pass uses it, see vm_begin_run).
+bool vm_thread_start_location(const void *handle, char *out, size_t size);
+
+// A run starts and ends (Sonde.start, Sonde.stop: plain calls, with the
+// GVL, where calling Ruby methods is fine). The sampling pass itself never
+// calls a Ruby method: a method call runs the pending interrupts of the
+// thread it is on (a Thread#kill, a Thread#raise), which the pass, running
+// in a postponed job, would swallow. What a backend needs Ruby methods for
+// (the thread list, thread names on 3.3) it gathers here and keeps current
+// through hooks.
+void vm_begin_run(void);
+void vm_end_run(void);
+
+// Describes one Ruby thread as vm_each_thread would. Needs the GVL.
+// Returns false when the thread has no native thread (not started, ended).
+bool vm_thread_info_of(VALUE thread, vm_thread_info *info);
+
+// Ruby's own GC clock (GC.total_time), in nanoseconds, read without calling
+// a Ruby method, or -1 where it is not read (backends with GC hooks). With
+// the GVL.
+int64_t vm_gc_total_time_ns(void);
 
 // Describes a frame_id from vm_thread_frames: its name ("Class#method",
 // "Class.method", "block in Class#method", "<main>"), its file and the line

@@ -289,11 +289,52 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
 
 static ID id_list, id_name, id_native_thread_id;
 
+// The threads of the current run and their names, as [thread, name,
+// thread, name, ...] in one hidden Array, so that the GC marks both. The
+// sampling pass must not call Ruby methods (a method call runs the pending
+// interrupts of the thread the pass runs on, a Thread#kill among them, which
+// the pass would then swallow), so it cannot call Thread.list or
+// Thread#name: this registry stands in for them. With the GVL only:
+// filled by vm_begin_run from Thread.list (a plain call, from Sonde.start),
+// added to by a thread-begin hook, renamed by a Thread#name= hook, and
+// thinned by each pass (a thread whose record its EXITED hook freed has
+// ended). Qnil between runs.
+static VALUE registry = Qnil;
+static VALUE registry_begin_hook = Qnil;
+
+static long registry_index_of(VALUE thread) {
+  if (NIL_P(registry)) return -1;
+  for (long i = 0; i < RARRAY_LEN(registry); i += 2) {
+    if (RARRAY_AREF(registry, i) == thread) return i;
+  }
+  return -1;
+}
+
+static VALUE registered_name(VALUE thread) {
+  long index = registry_index_of(thread);
+  return index < 0 ? Qnil : RARRAY_AREF(registry, index + 1);
+}
+
+static void registry_add(VALUE thread, VALUE name) {
+  if (NIL_P(registry) || registry_index_of(thread) >= 0) return;
+  rb_ary_push(registry, thread);
+  rb_ary_push(registry, name);
+}
+
+static void registry_remove_at(long index) {
+  long last = RARRAY_LEN(registry) - 2;
+  if (index != last) {
+    rb_ary_store(registry, index, RARRAY_AREF(registry, last));
+    rb_ary_store(registry, index + 1, RARRAY_AREF(registry, last + 1));
+  }
+  rb_ary_resize(registry, last);
+}
+
 // A thread that has not touched the GVL since Sonde loaded (it was asleep or
 // blocked already) has no record: make one from its tid. It does not hold
-// the GVL (this pass does), and its own hooks cannot write the record before
+// the GVL (the caller does), and its own hooks cannot write the record before
 // it is set: they find none and wait for the next event. Its pthread comes
-// with its first RESUMED.
+// with its first RESUMED. Calls Ruby: only from vm_begin_run.
 static thread_record *record_of_thread_met_late(VALUE thread) {
   VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
   if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL; // no native thread yet
@@ -302,19 +343,50 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
   return record;
 }
 
-static thread_record *record_of(VALUE thread, VALUE current, pid_t pid) {
-  if (thread == current) return record_of_current_thread(thread, pid);
-  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
-  if (record == NULL) return record_of_thread_met_late(thread);
-  // Born READY and not run yet: 1:1 threads get their native thread before
-  // they first queue for the GVL, so Ruby knows the tid already. Only this
-  // pass and the thread's RESUMED write tid, and both need the GVL.
-  if (record->tid == 0) {
-    VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
-    if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL;
-    record->tid = (pid_t)FIX2LONG(tid);
+static void on_thread_begin(VALUE tracepoint, void *unused) {
+  VALUE thread = rb_thread_current();
+  record_of_current_thread(thread, getpid());
+  registry_add(thread, Qnil); // a thread is named after it starts, through Thread#name=
+}
+
+void vm_begin_run(void) {
+  registry = rb_ary_new();
+  VALUE threads = rb_funcall(rb_cThread, id_list, 0);
+  VALUE current = rb_thread_current();
+  pid_t pid = getpid();
+  for (long i = 0; i < RARRAY_LEN(threads); i++) {
+    VALUE thread = RARRAY_AREF(threads, i);
+    thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+    if (thread == current) {
+      record = record_of_current_thread(thread, pid);
+    } else if (record == NULL || record->pid != pid) {
+      record = record_of_thread_met_late(thread);
+    } else if (record->tid == 0) {
+      // Born READY and not run yet: 1:1 threads get their native thread
+      // before they first queue for the GVL, so Ruby knows the tid already.
+      VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+      if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
+    }
+    if (record != NULL) registry_add(thread, rb_funcall(thread, id_name, 0));
   }
-  return record;
+  RB_GC_GUARD(threads);
+  registry_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
+  rb_tracepoint_enable(registry_begin_hook);
+}
+
+void vm_end_run(void) {
+  if (!NIL_P(registry_begin_hook)) rb_tracepoint_disable(registry_begin_hook);
+  registry_begin_hook = Qnil;
+  registry = Qnil;
+}
+
+// Prepended to Thread: a thread renamed during a run is renamed in the
+// registry. Runs in the renaming code's own call, where calling Ruby is fine.
+static VALUE thread_name_set(VALUE self, VALUE name) {
+  VALUE result = rb_call_super(1, &name);
+  long index = registry_index_of(self);
+  if (index >= 0) rb_ary_store(registry, index + 1, rb_funcall(self, id_name, 0));
+  return result;
 }
 
 bool vm_times_gvl_waits(void) { return true; }
@@ -322,12 +394,10 @@ bool vm_times_gvl_waits(void) { return true; }
 // From Ruby 3.3 gc.c leaves the allocation fast path only for NEWOBJ hooks.
 bool vm_gc_hooks_slow_allocation(void) { return false; }
 
-// Thread.list allocates one Array per pass. Accepted: it is the main
-// Ractor's exact list of living threads (a registry kept by hooks could not
-// tell Ractors apart, nor see threads born before Sonde loaded, nor forget
-// threads lost in a fork), and one small array per pass is little next to
-// the frames and clocks read for every thread.
-static void describe_thread(VALUE thread, const thread_record *record, VALUE main_thread, int64_t now_ns,
+// GC time comes from the GC hooks here; the GC clock is never polled.
+int64_t vm_gc_total_time_ns(void) { return -1; }
+
+static void describe_thread(VALUE thread, const thread_record *record, VALUE name, VALUE main_thread, int64_t now_ns,
                             vm_thread_info *info) {
   int last_event;
   *info = (vm_thread_info){
@@ -335,7 +405,7 @@ static void describe_thread(VALUE thread, const thread_record *record, VALUE mai
       .thread = thread,
       .native_tid = record->tid,
       .is_main = thread == main_thread,
-      .name = rb_funcall(thread, id_name, 0),
+      .name = name,
       .has_gvl_times = true,
       .has_gvl_acquisitions = true,
       .gvl_acquisitions = __atomic_load_n(&record->acquisitions, __ATOMIC_RELAXED),
@@ -351,28 +421,39 @@ static void describe_thread(VALUE thread, const thread_record *record, VALUE mai
 static bool has_run(const thread_record *record) { return record->pthread != 0; }
 
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
-  VALUE threads = rb_funcall(rb_cThread, id_list, 0);
+  if (NIL_P(registry)) return;
   VALUE current = rb_thread_current(), main_thread = rb_thread_main();
   pid_t pid = getpid();
-
-  for (long i = 0; i < RARRAY_LEN(threads); i++) {
-    VALUE thread = RARRAY_AREF(threads, i);
-    thread_record *record = record_of(thread, current, pid);
-    if (record == NULL || record->pid != pid) continue; // no native thread yet, or out of memory
-    // Met late (asleep since before Sonde loaded) is fine: it ran before.
-    if (!has_run(record) && record->last_event == GVL_EVENT_READY) continue;
-    vm_thread_info info;
-    describe_thread(thread, record, main_thread, now_ns, &info);
-    visit(&info, data);
+  // Visits copy what they need: the registry may shrink below, never under a visit.
+  for (long i = 0; i < RARRAY_LEN(registry);) {
+    VALUE thread = RARRAY_AREF(registry, i);
+    thread_record *record = thread == current ? record_of_current_thread(thread, pid)
+                                              : rb_internal_thread_specific_get(thread, record_key);
+    if (record == NULL || record->pid != pid) {
+      registry_remove_at(i); // ended: its EXITED hook freed its record
+      continue;
+    }
+    if (has_run(record) || record->last_event != GVL_EVENT_READY) {
+      vm_thread_info info;
+      describe_thread(thread, record, RARRAY_AREF(registry, i + 1), main_thread, now_ns, &info);
+      visit(&info, data);
+    }
+    i += 2;
   }
-  RB_GC_GUARD(threads);
 }
 
 bool vm_current_thread_info(vm_thread_info *info) {
   VALUE thread = rb_thread_current();
   thread_record *record = record_of_current_thread(thread, getpid());
   if (record == NULL || record->tid == 0) return false;
-  describe_thread(thread, record, rb_thread_main(), clocks_monotonic_ns(), info);
+  describe_thread(thread, record, registered_name(thread), rb_thread_main(), clocks_monotonic_ns(), info);
+  return true;
+}
+
+bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {
+  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+  if (record == NULL || record->tid == 0 || record->pid != getpid()) return false;
+  describe_thread(thread, record, registered_name(thread), rb_thread_main(), clocks_monotonic_ns(), info);
   return true;
 }
 
@@ -457,8 +538,8 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
 const void *vm_current_thread_handle(void) { return (const void *)rb_thread_current(); }
 
 // No public API hands out the block a thread was started with; unnamed
-// threads are then named by their thread id (thread_context.c's fallback).
-VALUE vm_thread_start_proc(const void *handle) { return Qnil; }
+// threads are then named by their thread id (thread_contexts.c's fallback).
+bool vm_thread_start_location(const void *handle, char *out, size_t size) { return false; }
 
 // On 3.3 the public frame API names C methods too ("Integer#times"): their
 // path is nil and their first line unknown.
@@ -512,6 +593,12 @@ void vm_init(void) {
   id_name = rb_intern("name");
   id_native_thread_id = rb_intern("native_thread_id");
   sleep_verdicts = st_init_numtable();
+  rb_gc_register_address(&registry);
+  rb_gc_register_address(&registry_begin_hook);
+  VALUE sonde = rb_const_get(rb_cObject, rb_intern("Sonde"));
+  VALUE name_tracker = rb_define_module_under(sonde, "ThreadNameTracker");
+  rb_define_method(name_tracker, "name=", thread_name_set, 1);
+  rb_prepend_module(rb_cThread, name_tracker);
   record_key = rb_internal_thread_specific_key_create(); // raises ThreadError when Ruby has no key left
   rb_internal_thread_add_event_hook(on_thread_event_without_gvl,
                                     RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED |

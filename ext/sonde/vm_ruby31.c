@@ -11,6 +11,7 @@
 #include SONDE_MJIT_HEADER
 
 #include <ruby/debug.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -262,10 +263,43 @@ bool vm_current_thread_info(vm_thread_info *info) {
   return true;
 }
 
-VALUE vm_thread_start_proc(const void *handle) {
+// The block's iseq says where it is: read from the VM's structs, as
+// Proc#source_location would compute it, without calling it.
+bool vm_thread_start_location(const void *handle, char *out, size_t size) {
   const rb_thread_t *thread = handle;
-  if (thread->invoke_type != thread_invoke_type_proc) return Qnil;
-  return thread->invoke_arg.proc.proc;
+  if (thread->invoke_type != thread_invoke_type_proc || !RB_TYPE_P(thread->invoke_arg.proc.proc, T_DATA)) return false;
+  const rb_proc_t *proc = RTYPEDDATA_DATA(thread->invoke_arg.proc.proc);
+  if (proc == NULL || vm_block_type(&proc->block) != block_type_iseq) return false;
+  const rb_iseq_t *iseq = proc->block.as.captured.code.iseq;
+  if (iseq == NULL || iseq->body == NULL) return false;
+  VALUE path = iseq->body->location.pathobj;
+  if (RB_TYPE_P(path, T_ARRAY)) path = RARRAY_AREF(path, PATHOBJ_PATH);
+  if (!RB_TYPE_P(path, T_STRING)) return false;
+  snprintf(out, size, "%.*s:%ld", (int)RSTRING_LEN(path), RSTRING_PTR(path),
+           FIX2LONG(iseq->body->location.first_lineno));
+  return true;
+}
+
+// Everything the 3.1 backend reads comes from the VM's own structs.
+void vm_begin_run(void) {}
+void vm_end_run(void) {}
+
+bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {
+  if (!rb_obj_is_kind_of(thread, rb_cThread)) return false;
+  rb_thread_t *th = RTYPEDDATA_DATA(thread);
+  if (th == NULL || th->tid == 0 || th->status == THREAD_KILLED) return false;
+  describe_thread(th, info);
+  return true;
+}
+
+// GC.total_time is written in Ruby on 3.1 (gc.rb): it cannot be called
+// without a method call. GC.stat(:time) is the same clock in milliseconds,
+// read by a C function: a poll's share is rounded, the sum over a run is
+// right to the millisecond.
+int64_t vm_gc_total_time_ns(void) {
+  static VALUE time_key;
+  if (time_key == 0) time_key = ID2SYM(rb_intern("time"));
+  return (int64_t)rb_gc_stat(time_key) * 1000000;
 }
 
 static bool is_c_method(VALUE frame_id) {

@@ -3,7 +3,9 @@
 # Four threads burn CPU at once for about 2 s of wall time each. One GVL:
 # only one of them runs Ruby at a time, so each spends about 3/4 of its wall
 # time ready to run but queued for the GVL. Prints what each thread really
-# did: its CPU (its own thread clock) and wall time, and the profile's path.
+# did: its CPU (its own thread clock) and wall time since Thread.new (a new
+# thread first queues for the GVL too: that wait is part of its life), and
+# the profile's path.
 require "json"
 require "sonde"
 
@@ -25,9 +27,9 @@ end
 facts = {}
 Sonde.profile(out: out, rate: 100) do
   threads = Array.new(THREADS) do |i|
+    started = monotonic
     Thread.new do
       Thread.current.name = "contender-#{i}"
-      started = monotonic
       contend(SECONDS)
       facts[Thread.current.name] = { cpu: Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID),
                                      wall: monotonic - started }

@@ -1,0 +1,173 @@
+# frozen_string_literal: true
+
+require "zlib"
+require_relative "support/test_helper"
+
+# CPU time where it is spent. Each workload measures its own truth (thread
+# CPU clocks, a known call structure) and the profile must agree with it,
+# and with StackProf, the peer that reads the stack in its signal handler,
+# on the same program:
+#
+# - straight_line: a method of straight-line arithmetic, then a trivial
+#   callee. Reading the stack at the next safe point would show the callee.
+# - bursty_threads: threads that burn 3 ms then sleep 7 ms. Charging CPU
+#   to the stack a thread has at the sample would show Kernel#sleep.
+# - gvl_released_c: a thread in zlib's deflate, which runs without the GVL.
+class CpuAttributionTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    @dir = Dir.mktmpdir("sonde-attribution")
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir)
+  end
+
+  # The CPU time of the samples whose leaf is `name` (its own time).
+  def self_cpu(profile, name)
+    total(profile, "cpu-time") { |s| function_names(profile, s).first == name }
+  end
+
+  # The CPU time of the samples with `name` anywhere on the stack.
+  def total_cpu(profile, name, &filter)
+    total(profile, "cpu-time") { |s| in_function?(profile, s, name) && (filter.nil? || filter.call(s)) }
+  end
+
+  def test_straight_line_code_keeps_its_own_cpu_time
+    out = File.join(@dir, "straight.pprof")
+    facts = run_workload("straight_line", out, "2.0")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+
+    crunch = self_cpu(profile, "Object#crunch")
+    trivial = self_cpu(profile, "Object#trivial")
+    share = crunch.to_f / (crunch + trivial)
+    assert_operator share, :>=, 0.85, "crunch's own CPU time of crunch + trivial (safe-point bias: trivial gets it)"
+    assert_within facts["cpu"], total(profile, "cpu-time") / 1e9, 0.10, "the thread's CPU time vs its clock"
+
+    peer = stackprof_shares("straight_line")
+    if peer
+      peer_share = peer[:crunch_self].to_f / (peer[:crunch_self] + peer[:trivial_self])
+      assert_operator peer_share, :>=, 0.85, "StackProf agrees crunch does the work"
+      assert_in_delta peer_share, share, 0.10, "Sonde's share vs StackProf's on the same program"
+    end
+  end
+
+  def test_straight_line_samples_spread_over_the_lines_that_ran
+    out = File.join(@dir, "lines.pprof")
+    facts = run_workload("straight_line", out, "2.0")
+    profile = Sonde::Pprof.read(out)
+    first, last = facts.values_at("crunch_first_line", "crunch_last_line")
+    by_line = Hash.new(0)
+    index = profile.value_index("cpu-time")
+    profile.samples.each do |sample|
+      function, line = profile.frames(sample).first
+      by_line[line] += sample.values[index] if function.name == "Object#crunch"
+    end
+    crunch = by_line.values.sum
+    assert_operator crunch, :>, 0
+    body_lines = by_line.keys.count { |line| line > first && line < last }
+    assert_operator body_lines, :>=, 15, "crunch's samples should land on many of its 40 lines: #{by_line.sort.inspect}"
+    assert_operator by_line[last].to_f / crunch, :<, 0.2, "samples stacked on crunch's last line: #{by_line.sort.inspect}"
+    assert by_line.keys.all? { |line| line.between?(first, last) }, "lines outside crunch: #{by_line.keys.sort.inspect}"
+  end
+
+  def test_bursty_threads_cpu_goes_to_the_burst_not_to_sleep
+    out = File.join(@dir, "bursty.pprof")
+    facts = run_workload("bursty_threads", out, "3.0")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+    names = facts.fetch("threads").keys
+    bursty = ->(s) { names.include?(thread_name(s)) }
+
+    all = total(profile, "cpu-time", &bursty)
+    burst = total_cpu(profile, "Object#burst", &bursty)
+    sleeping = total_cpu(profile, "Kernel#{kernel_separator}sleep", &bursty)
+    assert_operator burst, :>=, 0.90 * all, "burst's share of the bursty threads' CPU time"
+    assert_operator sleeping, :<=, 0.05 * all, "Kernel#sleep's share of the bursty threads' CPU time"
+
+    facts.fetch("threads").each do |name, thread|
+      sampled = total(profile, "cpu-time") { |s| thread_name(s) == name } / 1e9
+      assert_within thread["cpu"], sampled, 0.10, "#{name}'s CPU time vs its own clock"
+    end
+
+    peer = stackprof_shares("bursty_threads")
+    if peer
+      assert_operator peer[:burst_total], :>=, 0.90 * peer[:samples], "StackProf agrees burst has the CPU"
+      assert_in_delta peer[:burst_total].to_f / peer[:samples], burst.to_f / all, 0.08, "Sonde's share vs StackProf's"
+    end
+  end
+
+  def test_c_code_without_the_gvl_gets_cpu_samples_with_its_ruby_stack
+    out = File.join(@dir, "zlib.pprof")
+    facts = run_workload("gvl_released_c", out, "2.0")
+    profile = Sonde::Pprof.read(out)
+    assert_go_pprof_reads(out)
+    compressor = ->(s) { thread_name(s) == "compressor" }
+
+    cpu = total(profile, "cpu-time", &compressor)
+    assert_within facts["threads"]["compressor"]["cpu"], cpu / 1e9, 0.10, "the compressor's CPU time vs its clock"
+    assert_within facts["threads"]["main"]["cpu"], total(profile, "cpu-time") { |s| thread_name(s) == "main" } / 1e9,
+                  0.10, "the main thread's CPU time vs its clock"
+    deflate = total_cpu(profile, "Zlib::Deflate.deflate", &compressor)
+    under_compress = total_cpu(profile, "Object#compress", &compressor)
+    assert_operator deflate, :>=, 0.8 * cpu, "deflate's share of the compressor's CPU"
+    assert_operator under_compress, :>=, 0.95 * cpu, "the compressor's CPU comes with its Ruby stack"
+    # Sampled by its own CPU timer while it did not hold the GVL: the
+    # samples count, and they say so.
+    blocked_samples = total(profile, "cpu-samples") { |s| compressor.call(s) && s.labels["state"] == "blocked" }
+    assert_operator blocked_samples, :>=, 50, "CPU samples of the compressor outside the GVL"
+  end
+
+  def test_stats_show_the_cpu_timers_and_their_effective_rate
+    out = File.join(@dir, "rate.pprof")
+    facts = run_workload("gvl_released_c", out, "1.0", "1000")
+    stats = facts.fetch("stats")
+    assert_equal true, stats["cpu_timers"]
+    assert_operator stats["cpu_timer_signals"], :>, 0
+    # The kernel checks CPU timers at its tick: 1000 Hz asked, at most the tick delivered.
+    tick = kernel_tick_hz
+    assert_operator stats["cpu_sample_rate_hz"], :<=, tick * 1.1, "effective CPU sampling rate vs the kernel tick"
+    assert_operator stats["cpu_sample_rate_hz"], :>=, [tick, 1000].min * 0.5
+    assert_equal 0, stats["cpu_timer_threads"], "no timer outlives the run"
+  end
+
+  private
+
+  def kernel_separator
+    Sonde::Platform.backend == :public_api ? "." : "#"
+  end
+
+  # The kernel's tick (CONFIG_HZ), from its build configuration where it
+  # shows it (/proc/config.gz, else /boot/config-*); 250 when neither is
+  # there, the tick of these machines.
+  def kernel_tick_hz
+    config = if File.exist?("/proc/config.gz")
+               Zlib::GzipReader.open("/proc/config.gz", &:read)
+             else
+               path = "/boot/config-#{`uname -r`.strip}"
+               File.exist?(path) ? File.read(path) : ""
+             end
+    Integer(config[/^CONFIG_HZ=(\d+)/, 1] || 250)
+  end
+
+  # Runs the workload under StackProf (cpu mode, raw, 100 Hz) and reads its
+  # dump: the peer's answer on the same program. nil when StackProf is not
+  # installed.
+  def stackprof_shares(workload)
+    return nil unless system(RbConfig.ruby, "-e", "require 'stackprof'", err: File::NULL)
+
+    dump = File.join(@dir, "#{workload}.stackprof")
+    run_workload(workload, dump, workload == "bursty_threads" ? "3.0" : "2.0", "100", "stackprof")
+    frames = Marshal.load(File.binread(dump)).fetch(:frames).values # rubocop:disable Security/MarshalLoad -- our own dump
+    by_name = ->(name) { frames.find { |f| f[:name] == name } || { samples: 0, total_samples: 0 } }
+    data = Marshal.load(File.binread(dump)) # rubocop:disable Security/MarshalLoad -- our own dump
+    {
+      samples: data.fetch(:samples),
+      crunch_self: by_name.call("Object#crunch")[:samples],
+      trivial_self: by_name.call("Object#trivial")[:samples],
+      burst_total: by_name.call("Object#burst")[:total_samples],
+    }
+  end
+end

@@ -1,0 +1,76 @@
+# frozen_string_literal: true
+
+# Every place a SIGPROF can land, at 1000 Hz, for SECONDS: threads that
+# allocate and make the GC run (GC.start, and GC.compact where Ruby has it,
+# which moves the objects frames point at), a thread in zlib without the
+# GVL (its CPU timer fires while a GC runs on another thread), threads born
+# and killed all the time, and the main thread in one long C call that
+# holds the GVL (no safe point: the CPU samples its timer captures cannot
+# be recorded until it returns, so the capture buffer fills and counts its
+# drops). Prints one JSON line: Sonde's stats and what the profile holds.
+require "json"
+require "zlib"
+require "sonde"
+require "sonde/pprof"
+
+SECONDS = Float(ARGV.fetch(0, "3"))
+out = ARGV.fetch(1)
+DATA = Array.new(20_000) { |i| "row #{i} #{(i * 31) % 977}\n" }.join
+
+def monotonic
+  Process.clock_gettime(Process::CLOCK_MONOTONIC)
+end
+
+Sonde.start(rate: 1000)
+stop = false
+workers = []
+workers << Thread.new do
+  Thread.current.name = "allocator"
+  kept = []
+  until stop
+    kept << Array.new(16) { "x" * 64 }
+    kept.clear if kept.size > 5_000
+    Thread.pass if kept.size % 100 == 0
+  end
+end
+workers << Thread.new do
+  Thread.current.name = "collector"
+  until stop
+    GC.start
+    GC.compact if GC.respond_to?(:compact) && rand < 0.2
+    sleep 0.005
+  end
+end
+workers << Thread.new do
+  Thread.current.name = "compressor"
+  Zlib::Deflate.deflate(DATA, Zlib::BEST_COMPRESSION) until stop
+end
+
+born = 0
+deadline = monotonic + SECONDS
+long_call_done = false
+while monotonic < deadline
+  batch = Array.new(10) do |i|
+    born += 1
+    Thread.new(i) do |n|
+      n.even? ? 2_000.times { |k| k * k } : sleep
+    end
+  end
+  sleep 0.002
+  batch.each(&:kill).each(&:join)
+  next if long_call_done
+
+  # About 1 s in one C call holding the GVL (Bignum#to_s).
+  (7**6_000_000).to_s
+  long_call_done = true
+end
+stop = true
+workers.each(&:join)
+profile = Sonde.stop
+profile.write(out)
+decoded = profile.decode
+names = decoded.samples.flat_map { |s| decoded.frames(s).map { |function, _| function.name } }.uniq
+puts JSON.generate(stats: profile.stats, threads_born: born, functions: names.size,
+                   gc_frames: names.include?("Garbage Collection"),
+                   bignum_to_s: names.any? { |n| n.include?("Integer#to_s") },
+                   deflate: names.include?("Zlib::Deflate.deflate"))
