@@ -138,10 +138,13 @@ module SondeBench
       BestOf.of(@baselines_by_slot[[workload, series, 1]].map(&field), @baselines_by_slot[[workload, series, 0]].map(&field))
     end
 
-    # Sonde's sampling passes as a share of the workload's elapsed time.
-    def sampling_share(workload, series, rate)
-      Summary.of(profiled_runs(workload, series, "sonde", rate).map do |run|
-        run.hook.fetch("stats").fetch("sampling_time_ns_total") / (run.elapsed_s * NANOSECONDS_PER_SECOND)
+    # The time a profiler says it spent sampling (Sonde's passes, Datadog's
+    # CPU samples: their own stats), as a share of the workload's elapsed
+    # time; nil for profilers that do not say.
+    def sampling_share(workload, series, profiler, rate)
+      Summary.of(profiled_runs(workload, series, profiler, rate).map do |run|
+        total = run.profiler == "sonde" ? run.hook.fetch("stats").fetch("sampling_time_ns_total") : run.hook["sampling_time_ns_total"]
+        total && total / (run.elapsed_s * NANOSECONDS_PER_SECOND)
       end)
     end
 

@@ -105,10 +105,12 @@ module SondeBench
           share of the profiled time, median (min–max) over the runs. Sonde's direct cost, free of
           the noise. It leaves out signal delivery (the kernel charges it to the interrupted
           thread), the signal handler, and any cost to every allocation
-          (table 1b). "sampling passes" is the time
-          in all passes alone, whoever ran them, as a share of the workload's elapsed time.
+          (table 1b). "sampling time" is the time in all of Sonde's passes alone, whoever ran
+          them, as a share of the workload's elapsed time; for Datadog the same from its own stats
+          (`cpu_sampling_time_ns_total`, time spent taking its samples). The other peers do not
+          report it.
 
-        | workload | Ruby | profiler | fastest run: elapsed / CPU | best-of elapsed (p25) | best-of CPU (p25) | paired elapsed | paired CPU | Sonde's own CPU | sampling passes |
+        | workload | Ruby | profiler | fastest run: elapsed / CPU | best-of elapsed (p25) | best-of CPU (p25) | paired elapsed | paired CPU | Sonde's own CPU | sampling time |
         |---|---|---|---|---|---|---|---|---|---|
         #{rows.join("\n")}
 
@@ -119,7 +121,7 @@ module SondeBench
     def overhead_rows(workload, series)
       @lineup.configs(series).map do |profiler, rate|
         sonde = profiler == "sonde"
-        share = sonde ? @overhead.sampling_share(workload, series, rate) : nil
+        share = @overhead.sampling_share(workload, series, profiler, rate)
         own = sonde ? @overhead.own_cpu_share(workload, series, rate) : nil
         elapsed = @overhead.best_of(workload, series, profiler, rate, :elapsed)
         cpu = @overhead.best_of(workload, series, profiler, rate, :cpu)
