@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
-# How big the benchmark is. The full run (`rake bench`, about 16 minutes on
-# a quiet 2-CPU machine) and the smoke run (`rake bench:smoke`, about 10 s,
-# numbers meaningless, only checks that everything still runs) differ only in
+# How big the benchmark is. The full run (`rake bench`: a round of the
+# overhead runs on both Rubies took about 72 s here, so the default 30 rounds
+# about 45 minutes in all; SONDE_BENCH_PAIRS=10 SONDE_BENCH_LONG_SECONDS=20
+# took 19) and the smoke run (`rake bench:smoke`, under a minute, numbers
+# meaningless, only checks that everything still runs) differ only in
 # these; each can be overridden with an environment variable, and
 # SONDE_BENCH_RESULTS says where to write the report (a trial run on a noisy
 # machine should not overwrite bench/RESULTS.md).
