@@ -10,8 +10,9 @@
 # ARGV: out [seconds] [rate] [profiler]: profiler "sonde" (default),
 # "stackprof" (cpu mode, raw), or "none": nothing profiled by the script
 # itself and `out` unused (the benchmark's accuracy runs profile it from
-# outside, with bench/support/profiler_hook.rb). Prints one JSON line: per thread, its CPU
-# clock at the end and how much of it `burst` measured itself.
+# outside, with bench/support/profiler_hook.rb). Prints one JSON line: per
+# thread, its CPU clock at the end and how much of it `burst` measured
+# itself.
 require "json"
 
 out = ARGV.fetch(0)

@@ -10,8 +10,9 @@
 # ARGV: out [seconds] [rate] [profiler]. profiler is "sonde" (default),
 # "stackprof" (the peer, cpu mode, raw), or "none": the script profiles
 # nothing itself and `out` is unused (the benchmark's accuracy runs profile
-# it from outside, with bench/support/profiler_hook.rb). Prints one JSON line of facts: how
-# many calls ran and how much CPU the thread used (its own clock).
+# it from outside, with bench/support/profiler_hook.rb). Prints one JSON
+# line of facts: how many calls ran and how much CPU the thread used (its
+# own clock).
 require "json"
 
 out = ARGV.fetch(0)
