@@ -1,19 +1,45 @@
 # frozen_string_literal: true
 
-# Benchmarks (bench/): overhead and sampling cost, side by side with
-# StackProf. Not part of `rake test`: the full run takes about 16 minutes on
-# a quiet machine. The smoke run (about 10-15 s) checks that every workload
-# and profiler still runs and fails when one breaks; CI runs it. Sizes and
-# the report's path come from SONDE_BENCH_* variables (bench/support/settings.rb):
+# Benchmarks (bench/): overhead, sampling cost and accuracy, side by side
+# with the peer profilers (StackProf; Datadog, Vernier and pf2 once
+# `rake bench:peers` installed them), on this machine's Ruby and on Ruby 3.3
+# (script/ruby33). Not part of `rake test`. The smoke run (about a minute)
+# checks that every workload and profiler still runs and fails when one
+# breaks; it runs this machine's Ruby only, installs nothing and needs no
+# network (peers not installed are skipped, and it says so); CI runs it.
+# Sizes, Rubies and the report's path come from SONDE_BENCH_* variables
+# (bench/support/settings.rb):
 #   SONDE_BENCH_RESULTS=/tmp/trial.md SONDE_BENCH_PAIRS=3 rake bench
+BENCH_RUN = File.expand_path("../bench/run.rb", __dir__)
+INSTALL_PEERS = File.expand_path("../bench/support/install_peers.rb", __dir__)
+RUBY33 = File.expand_path("../script/ruby33", __dir__)
+
+# Sonde's 3.3 build, when the run includes Ruby 3.3.
+def compile_for_benchmarked_rubies
+  rubies = ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3").split(",")
+  sh RUBY33, "rake", "compile" if rubies.include?("3.3")
+end
+
 namespace :bench do
-  desc "Benchmarks, tiny sizes (~10-15 s): fails if a workload or profiler breaks"
+  desc "Benchmarks, tiny sizes, this Ruby only (~1 min, no network): fails if a workload or profiler breaks"
   task smoke: :compile do
-    sh RbConfig.ruby, File.expand_path("../bench/run.rb", __dir__), "--smoke"
+    sh RbConfig.ruby, BENCH_RUN, "--smoke"
+  end
+
+  desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
+  task :peers do
+    sh RbConfig.ruby, INSTALL_PEERS
+  end
+
+  desc "Accuracy alone (every profiler, both Rubies): writes tmp/bench/RESULTS.accuracy.md or $SONDE_BENCH_RESULTS"
+  task accuracy: [:compile, :peers] do
+    compile_for_benchmarked_rubies
+    sh RbConfig.ruby, BENCH_RUN, "--accuracy"
   end
 end
 
-desc "Benchmarks: overhead and sampling cost vs StackProf; writes bench/RESULTS.md or $SONDE_BENCH_RESULTS (~16 min)"
-task bench: :compile do
-  sh RbConfig.ruby, File.expand_path("../bench/run.rb", __dir__)
+desc "Benchmarks: overhead, sampling cost and accuracy vs the peers on 3.1 and 3.3; writes bench/RESULTS.md or $SONDE_BENCH_RESULTS"
+task bench: [:compile, "bench:peers"] do
+  compile_for_benchmarked_rubies
+  sh RbConfig.ruby, BENCH_RUN
 end

@@ -2,20 +2,22 @@
 
 # Runs one workload in its own Ruby process under one profiler (each
 # configuration needs a fresh process: StackProf leaves its SIGPROF handler
-# installed, and Sonde will not start over it), and returns what the
-# workload and the profiler hook reported. Anything unexpected (a crash, a
-# hang, a missing result, an empty profile) raises Child::Failure, so a
-# broken benchmark fails loudly instead of printing a table of nothing.
+# installed, and Sonde will not start over it), on one Ruby (rubies.rb), and
+# returns what the workload and the profiler hook reported. Anything
+# unexpected (a crash, a hang, a missing result, an empty profile) raises
+# Child::Failure, so a broken benchmark fails loudly instead of printing a
+# table of nothing.
 #
-# Children load Sonde from a copy of lib/ (native build included) taken when
+# Children load Sonde from a copy of lib/ (native builds included) taken when
 # the benchmark starts: every run measures the same build, and a rebuild
 # meanwhile (`rake compile` copies the .so over the old one in place, which
-# crashes a process that has it loaded) cannot break or change a run.
+# crashes a process that has it loaded) cannot break or change a run. The
+# copy is under the project's tmp/, which the Ruby 3.3 chroot sees too.
 require "fileutils"
 require "json"
 require "rbconfig"
-require "tmpdir"
 require_relative "workload"
+require_relative "rubies"
 
 module SondeBench
   class Child
@@ -27,9 +29,11 @@ module SondeBench
     # A run longer than its expected length by this much is hung.
     TIMEOUT_MARGIN_S = 120
     TIMEOUT_PER_SCALE_S = 60
+    # A run that asked for this many samples (rate x duration) and got none is broken.
+    SAMPLES_EXPECTED = 10
 
     # One finished run: the workload's line and the hook's line, merged.
-    Run = Struct.new(:workload, :profiler, :rate, :elapsed_s, :cpu_s, :details, :hook, keyword_init: true) do
+    Run = Struct.new(:workload, :ruby, :profiler, :rate, :elapsed_s, :cpu_s, :details, :hook, keyword_init: true) do
       def label
         Child.label(profiler, rate)
       end
@@ -46,26 +50,54 @@ module SondeBench
       FileUtils.cp_r(File.join(ROOT, "lib"), @lib)
     end
 
-    # Runs workload (a file name in bench/workloads without .rb). seconds:
-    # run for that long instead of a fixed amount of work; env: more
-    # variables for the workload; prefix: a command to run Ruby under.
-    def run(workload, profiler:, rate:, scale:, seconds: nil, env: {}, prefix: [], pprof: nil)
-      @counter += 1
-      out = File.join(@dir, "hook-#{@counter}.jsonl")
-      log = File.join(@dir, "child-#{@counter}.log")
-      child_env = { "SONDE_BENCH_PROFILER" => profiler, "SONDE_BENCH_RATE" => rate.to_s,
-                    "SONDE_BENCH_SCALE" => scale.to_s, "SONDE_BENCH_SECONDS" => seconds.to_s,
-                    "SONDE_BENCH_OUT" => out, "SONDE_BENCH_PPROF" => pprof.to_s }.merge(env)
-      command = [*prefix, RbConfig.ruby, "-I", @lib, "-r", HOOK,
-                 File.join(WORKLOADS, "#{workload}.rb")]
-      wait(Process.spawn(child_env, *command, out: log, err: %i[child out], chdir: ROOT),
-           timeout(scale, seconds), "#{workload} (#{Child.label(profiler, rate)})", log)
-      parse(workload, profiler, rate, File.read(log), out)
-    ensure
-      [out, log].each { |path| File.delete(path) if path && File.exist?(path) }
+    # Runs workload (a file name in bench/workloads without .rb) on ruby (a
+    # RubyTarget). seconds: run for that long instead of a fixed amount of
+    # work; env: more variables for the workload; prefix: a command to run
+    # Ruby under (host only); profile_out: where the profiler writes its profile.
+    def run(workload, profiler:, rate:, scale:, ruby: RubyTarget.host, seconds: nil, env: {}, prefix: [], profile_out: nil)
+      child_env = { "SONDE_BENCH_SCALE" => scale.to_s, "SONDE_BENCH_SECONDS" => seconds.to_s }.merge(env)
+      output, hook = spawn_child(File.join(WORKLOADS, "#{workload}.rb"), [], profiler: profiler, rate: rate, ruby: ruby,
+                                                                              env: child_env, prefix: prefix,
+                                                                              profile_out: profile_out,
+                                                                              timeout: timeout(scale, seconds),
+                                                                              what: "#{workload} (#{ruby.name}, #{Child.label(profiler, rate)})")
+      run = parse(workload, ruby, profiler, rate, output, hook)
+      check_profile(run)
+      run
+    end
+
+    # Runs a script that prints its own facts as its last JSON line (the
+    # accuracy workloads in test/workloads), under the profiler hook.
+    # Returns [facts, hook].
+    def run_script(script, args, profiler:, rate:, ruby:, timeout_s:, profile_out:)
+      output, hook = spawn_child(script, args, profiler: profiler, rate: rate, ruby: ruby, env: {}, prefix: [],
+                                               profile_out: profile_out, timeout: TIMEOUT_MARGIN_S + timeout_s,
+                                               what: "#{File.basename(script)} (#{ruby.name}, #{Child.label(profiler, rate)})")
+      line = output.lines.reverse.find { |l| l.start_with?("{") }
+      raise Failure, "#{script} printed no JSON line:\n#{output.lines.last(15).join}" unless line
+
+      [JSON.parse(line), hook]
     end
 
     private
+
+    # Returns [the child's output, the hook's JSON line parsed].
+    def spawn_child(script, args, profiler:, rate:, ruby:, env:, prefix:, profile_out:, timeout:, what:)
+      @counter += 1
+      out = File.join(@dir, "hook-#{@counter}.jsonl")
+      log = File.join(@dir, "child-#{@counter}.log")
+      child_env = { "SONDE_BENCH_PROFILER" => profiler, "SONDE_BENCH_RATE" => rate.to_s, "SONDE_BENCH_OUT" => out,
+                    "SONDE_BENCH_PROFILE_OUT" => profile_out.to_s }.merge(ruby.peer_env(profiler)).merge(env)
+      spawn_env, ruby_command = ruby.command(child_env)
+      command = [*prefix, *ruby_command, "-I", @lib, "-r", HOOK, script, *args]
+      wait(Process.spawn(spawn_env, *command, out: log, err: %i[child out], chdir: ROOT), timeout, what, log)
+      output = File.read(log)
+      raise Failure, "#{what}: the profiler hook wrote nothing:\n#{output.lines.last(15).join}" unless File.exist?(out)
+
+      [output, JSON.parse(File.read(out).lines.last)]
+    ensure
+      [out, log].each { |path| File.delete(path) if path && File.exist?(path) }
+    end
 
     def timeout(scale, seconds)
       TIMEOUT_MARGIN_S + (seconds || (scale * TIMEOUT_PER_SCALE_S))
@@ -84,26 +116,28 @@ module SondeBench
       raise Failure, "#{what} failed (#{status}):\n#{File.read(log).lines.last(15).join}"
     end
 
-    def parse(workload, profiler, rate, output, hook_path)
+    def parse(workload, ruby, profiler, rate, output, hook)
       line = output.lines.find { |l| l.start_with?(RESULT_PREFIX) }
       raise Failure, "#{workload} printed no result line:\n#{output.lines.last(15).join}" unless line
 
       result = JSON.parse(line.delete_prefix(RESULT_PREFIX))
-      raise Failure, "#{workload}: the profiler hook wrote nothing" unless File.exist?(hook_path)
-
-      hook = JSON.parse(File.read(hook_path).lines.last)
-      run = Run.new(workload: workload, profiler: profiler, rate: rate, elapsed_s: result.fetch("elapsed_s"),
-                    cpu_s: result.fetch("cpu_s"), details: result.fetch("details", {}), hook: hook)
-      check_profile(run)
-      run
+      Run.new(workload: workload, ruby: ruby.series, profiler: profiler, rate: rate, elapsed_s: result.fetch("elapsed_s"),
+              cpu_s: result.fetch("cpu_s"), details: result.fetch("details", {}), hook: hook)
     end
 
+    # An empty profile means the hook measured a profiler that did nothing.
+    # Other profilers than Sonde (which samples every thread at its start)
+    # may take none in a run too short to ask for any (the smoke run's).
     def check_profile(run)
-      return unless run.profiler == "sonde"
+      return if run.profiler == "none"
 
-      samples = run.hook.fetch("wall_samples", 0)
-      raise Failure, "#{run.workload} (#{run.label}): the profile is empty" if samples.zero?
-      raise Failure, "#{run.workload} (#{run.label}): no pprof bytes" unless run.hook.fetch("pprof_bytes", 0).positive?
+      what = "#{run.workload} (Ruby #{run.ruby}, #{run.label})"
+      if run.profiler == "sonde"
+        raise Failure, "#{what}: the profile is empty" if run.hook.fetch("wall_samples", 0).zero?
+        raise Failure, "#{what}: no pprof bytes" unless run.hook.fetch("pprof_bytes", 0).positive?
+      elsif run.hook.fetch("samples", 0).zero? && run.rate * run.hook.fetch("profile_duration_s") >= SAMPLES_EXPECTED
+        raise Failure, "#{what}: the profiler took no sample in #{run.hook.fetch("profile_duration_s").round(2)} s"
+      end
     end
   end
 end

@@ -1,11 +1,13 @@
 # frozen_string_literal: true
 
 # The benchmark's measurements, each a loop over child processes:
-# - Overhead: every workload with no profiler and under each profiler, in
-#   rounds of interleaved runs; each profiled run is divided by the
-#   unprofiled run just before it in the same round (paired ratios), and the
-#   fastest profiled run by the fastest unprofiled one (best-of, see
-#   BestOf); plus the CPU time of Sonde's own threads and passes.
+# - Overhead: every workload with no profiler and under each profiler, on
+#   each Ruby (rubies.rb), in rounds of interleaved runs; each profiled run
+#   is divided by the unprofiled run on the same Ruby just before it in the
+#   same round (paired ratios), and the fastest profiled run by the fastest
+#   unprofiled one (best-of, see BestOf); plus the CPU time of Sonde's own
+#   threads and passes. Peers not installed on a Ruby are kept with the
+#   reason, for the report to say so.
 # - GcHook: what Sonde's GC accounting costs each allocation (one process).
 # - SampleCost: Sonde's own sampling-time stats by thread count and depth.
 # - LongRun: the threads workload for a long time (60 s by default), with
@@ -15,8 +17,11 @@ require_relative "child"
 require_relative "summary"
 
 module SondeBench
-  PROFILED_CONFIGS = [["sonde", 100], ["sonde", 1000], ["stackprof-cpu", 100], ["stackprof-cpu", 1000],
-                      ["stackprof-wall", 100], ["stackprof-wall", 1000]].freeze
+  RATES = [100, 1000].freeze
+  # Every profiler the overhead table measures, where available, in the
+  # order the report lists them.
+  PROFILERS = %w[sonde stackprof-cpu stackprof-wall datadog vernier pf2].freeze
+  PEER_PROFILERS = %w[datadog vernier pf2].freeze
   WORKLOADS = %w[cpu threads deep many alloc].freeze
   NANOSECONDS_PER_SECOND = 1e9
 
@@ -45,80 +50,129 @@ module SondeBench
     end
   end
 
-  # Paired overhead ratios and the profiled runs behind them. A round is
-  # [none, half of the profiled configurations, none, the other half].
-  class Overhead
-    attr_reader :ratios, :baselines, :runs
+  # Which profilers run on each Ruby: Sonde and StackProf everywhere (Sonde
+  # built for it, StackProf from Debian), a peer where install_peers.rb put
+  # it. unavailable: { series => { profiler => reason } }, for the report.
+  class Lineup
+    attr_reader :rubies, :unavailable
 
-    def initialize(child, settings, log)
+    def initialize(rubies, profilers: PROFILERS)
+      @rubies = rubies.select(&:available?)
+      @unavailable = Hash.new { |hash, key| hash[key] = {} }
+      @profilers = {}
+      @rubies.each do |ruby|
+        status = ruby.peer_status
+        @profilers[ruby.series] = profilers.select do |profiler|
+          next true unless PEER_PROFILERS.include?(profiler)
+
+          @unavailable[ruby.series][profiler] = status.fetch(profiler).fetch("reason") unless
+            status.fetch(profiler).fetch("available")
+          status.fetch(profiler).fetch("available")
+        end
+      end
+    end
+
+    def profilers(series)
+      @profilers.fetch(series)
+    end
+
+    # [[profiler, rate], ...] on this Ruby.
+    def configs(series)
+      profilers(series).product(RATES)
+    end
+
+    def version(series, profiler)
+      ruby = @rubies.find { |r| r.series == series }
+      ruby.peer_status.fetch(profiler)["version"]
+    end
+  end
+
+  # Paired overhead ratios and the profiled runs behind them. A round is,
+  # on each Ruby: [none, half of the profiled configurations, none, the
+  # other half]. Everything is keyed by [workload, Ruby series, label].
+  class Overhead
+    attr_reader :ratios, :baselines, :runs, :lineup
+
+    def initialize(child, settings, log, lineup)
       @child = child
       @settings = settings
       @log = log
+      @lineup = lineup
       @ratios = Hash.new { |hash, key| hash[key] = { elapsed: [], cpu: [] } }
-      @baselines = Hash.new { |hash, key| hash[key] = [] }
-      @baselines_by_slot = Hash.new { |hash, key| hash[key] = [] } # [workload, slot in the round]
+      @baselines = Hash.new { |hash, key| hash[key] = [] } # [workload, series]
+      @baselines_by_slot = Hash.new { |hash, key| hash[key] = [] } # [workload, series, slot in the round]
       @runs = Hash.new { |hash, key| hash[key] = [] }
     end
 
     def measure
       random = Random.new(@settings.seed)
       @settings.pairs.times do |round|
-        WORKLOADS.each { |workload| measure_round(workload, random) }
+        WORKLOADS.each do |workload|
+          @lineup.rubies.each { |ruby| measure_round(workload, ruby, random) }
+        end
         @log.call("overhead: round #{round + 1}/#{@settings.pairs} done")
       end
       self
     end
 
-    def ratio(workload, profiler, rate, kind)
-      Summary.of(@ratios[[workload, Child.label(profiler, rate)]][kind])
+    def ratio(workload, series, profiler, rate, kind)
+      Summary.of(@ratios[[workload, series, Child.label(profiler, rate)]][kind])
+    end
+
+    def profiled_runs(workload, series, profiler, rate)
+      @runs[[workload, series, Child.label(profiler, rate)]]
     end
 
     # kind: :elapsed or :cpu (Run#elapsed_s or Run#cpu_s).
-    def best_of(workload, profiler, rate, kind)
+    def best_of(workload, series, profiler, rate, kind)
       field = kind == :cpu ? :cpu_s : :elapsed_s
-      BestOf.of(@runs[[workload, Child.label(profiler, rate)]].map(&field), @baselines[workload].map(&field))
+      BestOf.of(profiled_runs(workload, series, profiler, rate).map(&field), @baselines[[workload, series]].map(&field))
     end
 
     # The A/A check: best-of of the second unprofiled run of each round over
     # the first. nil with one unprofiled run per round (the smoke run).
-    def best_of_aa(workload, kind)
+    def best_of_aa(workload, series, kind)
       return nil if @settings.baselines_per_round < 2
 
       field = kind == :cpu ? :cpu_s : :elapsed_s
-      BestOf.of(@baselines_by_slot[[workload, 1]].map(&field), @baselines_by_slot[[workload, 0]].map(&field))
+      BestOf.of(@baselines_by_slot[[workload, series, 1]].map(&field), @baselines_by_slot[[workload, series, 0]].map(&field))
     end
 
-    # Sonde's sampling passes as a share of the workload's elapsed time.
-    def sampling_share(workload, rate)
-      Summary.of(@runs[[workload, Child.label("sonde", rate)]].map do |run|
-        run.hook.fetch("stats").fetch("sampling_time_ns_total") / (run.elapsed_s * NANOSECONDS_PER_SECOND)
+    # The time a profiler says it spent sampling (Sonde's passes, Datadog's
+    # CPU samples: their own stats), as a share of the workload's elapsed
+    # time; nil for profilers that do not say.
+    def sampling_share(workload, series, profiler, rate)
+      Summary.of(profiled_runs(workload, series, profiler, rate).map do |run|
+        total = run.profiler == "sonde" ? run.hook.fetch("stats").fetch("sampling_time_ns_total") : run.hook["sampling_time_ns_total"]
+        total && total / (run.elapsed_s * NANOSECONDS_PER_SECOND)
       end)
     end
 
     # Sonde's own CPU time as a share of the time it profiled (see OwnCpu).
-    def own_cpu_share(workload, rate)
-      Summary.of(@runs[[workload, Child.label("sonde", rate)]].map { |run| OwnCpu.of(run).share })
+    def own_cpu_share(workload, series, rate)
+      Summary.of(profiled_runs(workload, series, "sonde", rate).map { |run| OwnCpu.of(run).share })
     end
 
     private
 
-    def measure_round(workload, random)
-      configs = PROFILED_CONFIGS.shuffle(random: random)
+    def measure_round(workload, ruby, random)
+      configs = @lineup.configs(ruby.series).shuffle(random: random)
       configs.each_slice((configs.size / @settings.baselines_per_round.to_f).ceil).with_index do |half, slot|
-        baseline = run(workload, "none", 0)
-        @baselines[workload] << baseline
-        @baselines_by_slot[[workload, slot]] << baseline
+        baseline = run(workload, ruby, "none", 0)
+        @baselines[[workload, ruby.series]] << baseline
+        @baselines_by_slot[[workload, ruby.series, slot]] << baseline
         half.each do |profiler, rate|
-          profiled = run(workload, profiler, rate)
-          @runs[[workload, profiled.label]] << profiled
-          @ratios[[workload, profiled.label]][:elapsed] << profiled.elapsed_s / baseline.elapsed_s
-          @ratios[[workload, profiled.label]][:cpu] << profiled.cpu_s / baseline.cpu_s
+          profiled = run(workload, ruby, profiler, rate)
+          key = [workload, ruby.series, profiled.label]
+          @runs[key] << profiled
+          @ratios[key][:elapsed] << profiled.elapsed_s / baseline.elapsed_s
+          @ratios[key][:cpu] << profiled.cpu_s / baseline.cpu_s
         end
       end
     end
 
-    def run(workload, profiler, rate)
-      @child.run(workload, profiler: profiler, rate: rate, scale: @settings.scale)
+    def run(workload, ruby, profiler, rate)
+      @child.run(workload, profiler: profiler, rate: rate, scale: @settings.scale, ruby: ruby)
     end
   end
 

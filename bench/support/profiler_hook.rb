@@ -3,21 +3,30 @@
 # Starts the chosen profiler inside a workload's process and, at exit, stops
 # it and writes what it measured as one JSON line: how long stopping took
 # (for Sonde that is encoding the pprof), the memory it needed, the samples
-# it delivered per thread, the CPU time of Sonde's own threads and Sonde's
-# own stats. Loaded with
+# it delivered (per thread for Sonde), the CPU time of Sonde's own threads
+# and each profiler's own stats. Loaded with
 # `ruby -r bench/support/profiler_hook.rb WORKLOAD`, before the workload, so
-# the workload's own timing covers only its work, profiled.
+# the workload's own timing covers only its work, profiled: loading and
+# starting the profiler happen before it, stopping after it. The peers'
+# hooks are in hooks/ (one file each, with the options they use).
 #
-#   SONDE_BENCH_PROFILER  none | sonde | stackprof-cpu | stackprof-wall
-#   SONDE_BENCH_RATE      samples per second (Hz)
-#   SONDE_BENCH_OUT       file to append the JSON line to
-#   SONDE_BENCH_PPROF     optional: where to write Sonde's profile
+#   SONDE_BENCH_PROFILER     none | sonde | stackprof-cpu | stackprof-wall | datadog | vernier | pf2
+#   SONDE_BENCH_RATE         samples per second (Hz)
+#   SONDE_BENCH_OUT          file to append the JSON line to
+#   SONDE_BENCH_PROFILE_OUT  optional: where to write the profile, in the
+#                            profiler's own format (pprof for Sonde and
+#                            Datadog, Marshal'd results for StackProf and
+#                            pf2, Firefox-profiler JSON for Vernier)
 require "json"
 
 module SondeBench
   # Everything this hook does, kept out of the workload's namespace.
   module ProfilerHook
-    PROFILERS = %w[none sonde stackprof-cpu stackprof-wall].freeze
+    PROFILERS = %w[none sonde stackprof-cpu stackprof-wall datadog vernier pf2].freeze
+    # The peers' hooks: a module with start(rate, profile_out) and
+    # stop(profile_out) -> Hash, in hooks/<file>.rb.
+    PEER_HOOKS = { "datadog" => %w[datadog DatadogHook], "vernier" => %w[vernier VernierHook],
+                   "pf2" => %w[pf2 Pf2Hook] }.freeze
     MICROSECONDS_PER_SECOND = 1_000_000
     # Writing this to /proc/self/clear_refs resets the peak RSS (VmHWM) to
     # the current RSS, so the peak seen afterwards is the stop's own.
@@ -42,8 +51,18 @@ module SondeBench
           PROFILERS.include?(@profiler)
 
         @rate = Integer(ENV.fetch("SONDE_BENCH_RATE", "100"))
+        @profile_out = ENV["SONDE_BENCH_PROFILE_OUT"]
+        @profile_out = nil if @profile_out&.empty?
         @started = now
-        send("start_#{@profiler.tr("-", "_")}")
+        if (peer = PEER_HOOKS[@profiler])
+          require_relative "hooks/#{peer.first}"
+          @peer = ProfilerHook.const_get(peer.last)
+          @peer.start(@rate, @profile_out)
+          # Loading a peer can take a second (Datadog): sampling starts here.
+          @sampling_since = now
+        else
+          send("start_#{@profiler.tr("-", "_")}")
+        end
         at_exit { finish }
       end
 
@@ -74,9 +93,10 @@ module SondeBench
         # Read while Sonde still runs: its threads end at stop.
         result[:own_threads] = own_threads if @profiler == "sonde"
         result[:profiled_s] = now - @started
+        result[:profile_duration_s] = now - @sampling_since if @peer
         reset_peak_rss
         stop_started = now
-        stopped = send("stop_#{@profiler.tr("-", "_")}")
+        stopped = @peer ? @peer.stop(@profile_out) : send("stop_#{@profiler.tr("-", "_")}")
         result[:stop_s] = now - stop_started
         result[:stop_peak_extra_kb] = status_kb("VmHWM") - result[:rss_kb] if @peak_resettable
         result.merge!(stopped || {})
@@ -87,8 +107,7 @@ module SondeBench
 
       def stop_sonde
         profile = Sonde.stop
-        path = ENV["SONDE_BENCH_PPROF"]
-        profile.write(path) if path && !path.empty?
+        profile.write(@profile_out) if @profile_out
         { pprof_bytes: profile.pprof.bytesize, profile_duration_s: profile.duration,
           stats: profile.stats }.merge(samples_by_thread(profile))
       end
@@ -101,10 +120,12 @@ module SondeBench
         stop_stackprof
       end
 
-      # StackProf records no thread: its samples are counted as one.
+      # StackProf records no thread: its samples are counted as one. Its
+      # profile is what StackProf.run(out:) would write: the Marshal'd results.
       def stop_stackprof
         StackProf.stop
         results = StackProf.results
+        File.binwrite(@profile_out, Marshal.dump(results)) if @profile_out
         { profile_duration_s: now - @started, samples: results[:samples], missed_samples: results[:missed_samples],
           raw_samples: raw_sample_count(results[:raw]) }
       end

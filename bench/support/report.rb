@@ -7,6 +7,8 @@
 require "etc"
 require "rbconfig"
 require_relative "measurements"
+require_relative "accuracy_report"
+require_relative "peer_notes"
 
 module SondeBench
   class Report
@@ -18,8 +20,14 @@ module SondeBench
     NS_PER_US = 1000.0
     KB_PER_MB = 1024.0
 
-    def initialize(settings:, overhead:, gc_hook:, sample_cost:, long_run:, self_profile:, started:, finished:)
+    def initialize(settings:, rubies:, lineup:, accuracy:, started:, finished:, overhead: nil, gc_hook: nil,
+                   sample_cost: nil, long_run: nil, self_profile: nil)
       @settings = settings
+      @rubies = rubies
+      @lineup = lineup
+      @accuracy = accuracy
+      # The targets, and the Sonde-only sections, are judged on this machine's Ruby.
+      @host = Peers.ruby_series
       @overhead = overhead
       @gc_hook = gc_hook
       @cost = sample_cost
@@ -31,8 +39,11 @@ module SondeBench
     end
 
     def to_markdown
-      [header, overhead_table, gc_hook_table, cost_table, completeness_table, long_table, targets, self_profile_section,
-       closing_note].join("\n")
+      accuracy = AccuracyReport.new(@accuracy).to_markdown
+      return [header, PeerNotes.new(@rubies, @lineup).to_markdown, accuracy].join("\n") if @settings.accuracy_only
+
+      [header, PeerNotes.new(@rubies, @lineup).to_markdown, overhead_table, gc_hook_table, cost_table,
+       completeness_table, long_table, accuracy, targets, self_profile_section, closing_note].join("\n")
     end
 
     private
@@ -45,37 +56,34 @@ module SondeBench
         (took #{((@finished - @started) / 60).round(1)} min).
 
         - Machine: #{machine}
-        - Ruby: #{RUBY_DESCRIPTION}
-        - StackProf: #{stackprof_version}; Sonde: #{sonde_version}
+        - Rubies: #{ruby_lines}
+        - StackProf: #{stackprof_version} (Debian's ruby-stackprof on each Ruby); Sonde: #{sonde_version}
         - Settings: #{@settings.describe}
 
         Every configuration runs in its own process. Workloads do a fixed amount of work and time
-        themselves (elapsed, and process CPU time of all threads, the profiler's included); the
-        profiler starts before the workload and is stopped after it, so its stop is timed apart.
-        All runs load Sonde from a copy of `lib/` (native build included) taken at the start.
+        themselves: elapsed (monotonic clock) and process CPU time (`CLOCK_PROCESS_CPUTIME_ID`:
+        user + system time of every thread of the process, the profiler's own threads included),
+        both read around the work only. Ruby's boot and the profiler's loading and start-up
+        (the hook starts it before the workload file is loaded) and its stop are outside them.
+        All runs load Sonde from a copy of `lib/` (native builds included) taken at the start.
+        Ruby 3.3 runs go through `script/ruby33` (Debian trixie chroot, same paths), started from
+        the same runner and interleaved the same way; each row says which Ruby it is.
       MD
     end
 
     def overhead_table
       rows = WORKLOADS.flat_map do |workload|
-        PROFILED_CONFIGS.map do |profiler, rate|
-          sonde = profiler == "sonde"
-          share = sonde ? @overhead.sampling_share(workload, rate) : nil
-          own = sonde ? @overhead.own_cpu_share(workload, rate) : nil
-          elapsed = @overhead.best_of(workload, profiler, rate, :elapsed)
-          "| #{workload} | #{Child.label(profiler, rate)} | #{best_of(elapsed)} | " \
-            "#{best_of(@overhead.best_of(workload, profiler, rate, :cpu))} | " \
-            "#{ratio(@overhead.ratio(workload, profiler, rate, :elapsed))} | " \
-            "#{ratio(@overhead.ratio(workload, profiler, rate, :cpu))} | " \
-            "#{own ? own.to_s { |v| percent(v, 2) } : "–"} | #{share ? share.to_s { |v| percent(v, 2) } : "–"} |"
-        end
+        @lineup.rubies.flat_map { |ruby| overhead_rows(workload, ruby.series) + unavailable_rows(workload, ruby.series) }
       end
       <<~MD
         ## 1. Overhead
 
-        #{@settings.pairs} runs of each workload under each profiler and #{baseline_runs} without one, interleaved:
-        rounds of #{round_shape}, in shuffled order. Every ratio is profiled over
-        unprofiled: 1.000 is no slowdown. Three views of the same runs:
+        #{@settings.pairs} runs of each workload under each profiler and #{baseline_runs} without one, on each Ruby,
+        interleaved: rounds of, on each Ruby in turn, none, half of that Ruby's profiled
+        configurations, none, the other half, in shuffled order. Every ratio is profiled over
+        unprofiled on the same Ruby: 1.000 is no slowdown. "fastest run" is the fastest profiled
+        run's elapsed and process CPU seconds (table 1a has the unprofiled ones). Three views of
+        the same runs:
 
         - **best-of** (what the targets use): the fastest profiled run divided by the fastest
           unprofiled run of the same workload, for elapsed time and for process CPU time. A run's
@@ -97,15 +105,45 @@ module SondeBench
           share of the profiled time, median (min–max) over the runs. Sonde's direct cost, free of
           the noise. It leaves out signal delivery (the kernel charges it to the interrupted
           thread), the signal handler, and any cost to every allocation
-          (table 1b). "sampling passes" is the time
-          in all passes alone, whoever ran them, as a share of the workload's elapsed time.
+          (table 1b). "sampling time" is the time in all of Sonde's passes alone, whoever ran
+          them, as a share of the workload's elapsed time; for Datadog the same from its own stats
+          (`cpu_sampling_time_ns_total`, time spent taking its samples). The other peers do not
+          report it.
 
-        | workload | profiler | best-of elapsed (p25) | best-of CPU (p25) | paired elapsed | paired CPU | Sonde's own CPU | sampling passes |
-        |---|---|---|---|---|---|---|---|
+        | workload | Ruby | profiler | fastest run: elapsed / CPU | best-of elapsed (p25) | best-of CPU (p25) | paired elapsed | paired CPU | Sonde's own CPU | sampling time |
+        |---|---|---|---|---|---|---|---|---|---|
         #{rows.join("\n")}
 
         #{baseline_table}
       MD
+    end
+
+    def overhead_rows(workload, series)
+      @lineup.configs(series).map do |profiler, rate|
+        sonde = profiler == "sonde"
+        share = @overhead.sampling_share(workload, series, profiler, rate)
+        own = sonde ? @overhead.own_cpu_share(workload, series, rate) : nil
+        elapsed = @overhead.best_of(workload, series, profiler, rate, :elapsed)
+        cpu = @overhead.best_of(workload, series, profiler, rate, :cpu)
+        "| #{workload} | #{series} | #{Child.label(profiler, rate)} | #{seconds(elapsed&.profiled_min)} / " \
+          "#{seconds(cpu&.profiled_min)} | #{best_of(elapsed)} | #{best_of(cpu)} | " \
+          "#{ratio(@overhead.ratio(workload, series, profiler, rate, :elapsed))} | " \
+          "#{ratio(@overhead.ratio(workload, series, profiler, rate, :cpu))} | " \
+          "#{own ? own.to_s { |v| percent(v, 2) } : "–"} | #{share ? share.to_s { |v| percent(v, 2) } : "–"} |"
+      end
+    end
+
+    # A peer not installed (or not loadable) on this Ruby keeps its rows.
+    def unavailable_rows(workload, series)
+      @lineup.unavailable[series].map do |profiler, reason|
+        "| #{workload} | #{series} | #{profiler} | not available: #{reason} | | | | | | |"
+      end
+    end
+
+    def ruby_lines
+      @rubies.map do |ruby|
+        ruby.available? ? "#{ruby.series}: #{ruby.description}" : "#{ruby.series}: not available: #{ruby.reason}"
+      end.join("; ")
     end
 
     def aa_text
@@ -123,28 +161,24 @@ module SondeBench
       @settings.pairs * @settings.baselines_per_round
     end
 
-    def round_shape
-      group = (PROFILED_CONFIGS.size / @settings.baselines_per_round.to_f).ceil
-      (["none, #{group} profiled"] * @settings.baselines_per_round).join(", ")
-    end
-
     # 1a: how much the same unprofiled work varied, i.e. the noise.
     def baseline_table
-      rows = WORKLOADS.map do |workload|
-        runs = @overhead.baselines[workload]
+      rows = WORKLOADS.product(@lineup.rubies.map(&:series)).map do |workload, series|
+        runs = @overhead.baselines[[workload, series]]
         elapsed = Summary.of(runs.map(&:elapsed_s))
         cpu = Summary.of(runs.map(&:cpu_s))
         p25 = Summary.percentile(runs.map(&:elapsed_s), 0.25)
-        "| #{workload} | #{runs.size} | #{seconds(elapsed.min)} | #{seconds(p25)} | " \
+        "| #{workload} | #{series} | #{runs.size} | #{seconds(elapsed.min)} | #{seconds(p25)} | " \
           "#{seconds(elapsed.median)} | #{seconds(elapsed.max)} | #{seconds(cpu.min)} | #{seconds(cpu.median)} | " \
-          "#{best_of(@overhead.best_of_aa(workload, :elapsed))} | #{best_of(@overhead.best_of_aa(workload, :cpu))} |"
+          "#{best_of(@overhead.best_of_aa(workload, series, :elapsed))} | " \
+          "#{best_of(@overhead.best_of_aa(workload, series, :cpu))} |"
       end
       <<~MD.chomp
         Table 1a, the unprofiled runs (work scale #{@settings.scale}): how far the same work strays here,
         #{aa_text}
 
-        | workload | runs | elapsed min | p25 | median | max | CPU min | CPU median | A/A elapsed | A/A CPU |
-        |---|---|---|---|---|---|---|---|---|---|
+        | workload | Ruby | runs | elapsed min | p25 | median | max | CPU min | CPU median | A/A elapsed | A/A CPU |
+        |---|---|---|---|---|---|---|---|---|---|---|
         #{rows.join("\n")}
       MD
     end
@@ -203,14 +237,14 @@ module SondeBench
     end
 
     def completeness_table
-      rows = WORKLOADS.flat_map do |workload|
-        PROFILED_CONFIGS.map do |profiler, rate|
-          row = Completeness.of(@overhead.runs[[workload, Child.label(profiler, rate)]])
+      rows = WORKLOADS.product(@lineup.rubies.map(&:series)).flat_map do |workload, series|
+        @lineup.configs(series).map do |profiler, rate|
+          row = Completeness.of(@overhead.profiled_runs(workload, series, profiler, rate))
           seen = row.threads_seen ? row.threads_seen.to_s(&:to_i) : "not recorded"
           worst = row.per_thread ? row.per_thread.to_s { |v| percent(v, 0) } : "–"
           unstarted = row.unstarted ? row.unstarted.to_s { |v| percent(v, 1) } : "–"
           no_frames = row.no_frames ? row.no_frames.to_s { |v| percent(v, 1) } : "–"
-          "| #{workload} | #{Child.label(profiler, rate)} | #{row.threads} | #{seen} | #{worst} | " \
+          "| #{workload} | #{series} | #{Child.label(profiler, rate)} | #{row.threads} | #{seen} | #{worst} | " \
             "#{row.coverage.to_s { |v| percent(v, 0) }} | #{row.one_thread_worth.to_s { |v| percent(v, 0) }} | " \
             "#{unstarted} | #{no_frames} |"
         end
@@ -224,7 +258,11 @@ module SondeBench
         worth" is samples over asked: StackProf takes one stack per tick, so 100% there still
         covers one thread per tick, and it does not record which. StackProf's cpu mode ticks per
         CPU-second of the process (ITIMER_PROF), its wall mode per wall-second, and only for the
-        thread that started it. Medians (min–max) over the overhead runs.
+        thread that started it. The peers count their samples their own way (each
+        hook's stats): Datadog, sampling passes (each samples every thread; its stats'
+        `sample_count`); Vernier, samples over all threads (`Result#total_samples`); pf2, samples
+        over all threads, each one interval of a thread's CPU clock (`collected_sample_count`).
+        Medians (min–max) over the overhead runs.
 
         The last two columns are shares of Sonde's samples. "thread id 0": samples of threads
         whose native thread had not started yet. Ruby 3.1 gives such a thread no thread id
@@ -234,8 +272,8 @@ module SondeBench
         which includes the thread id 0 ones. They show up where threads are being started: the
         threads and many workloads.
 
-        | workload | profiler | threads | threads sampled | worst thread | all threads | one thread's worth | thread id 0 | no frames |
-        |---|---|---|---|---|---|---|---|---|
+        | workload | Ruby | profiler | threads | threads sampled | worst thread | all threads | one thread's worth | thread id 0 | no frames |
+        |---|---|---|---|---|---|---|---|---|---|
         #{rows.join("\n")}
       MD
     end
@@ -270,8 +308,8 @@ module SondeBench
       <<~MD
         ## Targets
 
-        The overhead targets are judged on the best-of estimate (section 1), with the paired
-        median beside it. "not firm": the 25th percentiles or the A/A check (table 1a) say the
+        The overhead targets are judged on the best-of estimate (section 1) on Ruby #{@host}, with
+        the paired median beside it. "not firm": the 25th percentiles or the A/A check (table 1a) say the
         verdict could be noise; the closing note says which.
 
         | target | measured | met |
@@ -281,11 +319,11 @@ module SondeBench
     end
 
     def slowdown_target
-      best = @overhead.best_of("cpu", "sonde", 100, :elapsed)
-      cpu = @overhead.best_of("cpu", "sonde", 100, :cpu)
-      paired = @overhead.ratio("cpu", "sonde", 100, :elapsed)
-      own = @overhead.own_cpu_share("cpu", 100)
-      aa = @overhead.best_of_aa("cpu", :elapsed)
+      best = @overhead.best_of("cpu", @host, "sonde", 100, :elapsed)
+      cpu = @overhead.best_of("cpu", @host, "sonde", 100, :cpu)
+      paired = @overhead.ratio("cpu", @host, "sonde", 100, :elapsed)
+      own = @overhead.own_cpu_share("cpu", @host, 100)
+      aa = @overhead.best_of_aa("cpu", @host, :elapsed)
       met = best.min_ratio < TARGET_SLOWDOWN
       doubts = slowdown_doubts(best, aa, met)
       @notes << slowdown_note(best, paired, own, met, doubts) if !met || !doubts.empty?
@@ -354,10 +392,10 @@ module SondeBench
         compared = 0
         paired_met = 0
         WORKLOADS.each do |workload|
-          sonde = @overhead.best_of(workload, "sonde", rate, :elapsed)
+          sonde = @overhead.best_of(workload, @host, "sonde", rate, :elapsed)
           %w[stackprof-cpu stackprof-wall].each do |mode|
             compared += 1
-            other = @overhead.best_of(workload, mode, rate, :elapsed)
+            other = @overhead.best_of(workload, @host, mode, rate, :elapsed)
             paired_met += 1 if paired_median(workload, "sonde", rate) <= paired_median(workload, mode, rate)
             next unless sonde.min_ratio > other.min_ratio
 
@@ -370,7 +408,7 @@ module SondeBench
           @notes << "At #{rate} Hz Sonde's best-of elapsed ratio exceeded StackProf's in: #{misses.join("; ")}. " \
                     "Sonde samples every thread on every tick, StackProf one; see table 3 for what each delivered."
         end
-        "| Sonde's overhead ≤ StackProf's at #{rate} Hz (best-of elapsed, 5 workloads x 2 modes) | " \
+        "| Sonde's overhead ≤ StackProf's at #{rate} Hz (Ruby #{@host}, best-of elapsed, 5 workloads x 2 modes) | " \
           "#{compared - misses.size} of #{compared} comparisons (paired medians: #{paired_met} of #{compared}) | " \
           "#{yes(misses.empty?)} |"
       end
@@ -381,14 +419,14 @@ module SondeBench
     def stackprof_noise(workload, sonde, other)
       return ", within the noise: p25 the other way" if sonde.p25_ratio <= other.p25_ratio
 
-      aa = @overhead.best_of_aa(workload, :elapsed)
+      aa = @overhead.best_of_aa(workload, @host, :elapsed)
       return "" unless aa && (sonde.min_ratio - other.min_ratio) < (aa.min_ratio - 1).abs
 
       ", within the noise: A/A #{ratio_value(aa.min_ratio)}"
     end
 
     def paired_median(workload, profiler, rate)
-      @overhead.ratio(workload, profiler, rate, :elapsed).median
+      @overhead.ratio(workload, @host, profiler, rate, :elapsed).median
     end
 
     def stop_target

@@ -7,9 +7,12 @@
 # under Kernel#sleep. The truth, from each thread's own CPU clock: nearly
 # all of their CPU is in `burst`.
 #
-# ARGV: out [seconds] [rate] [profiler]: profiler "sonde" (default) or
-# "stackprof" (cpu mode, raw). Prints one JSON line: per thread, its CPU
-# clock at the end and how much of it `burst` measured itself.
+# ARGV: out [seconds] [rate] [profiler]: profiler "sonde" (default),
+# "stackprof" (cpu mode, raw), or "none": nothing profiled by the script
+# itself and `out` unused (the benchmark's accuracy runs profile it from
+# outside, with bench/support/profiler_hook.rb). Prints one JSON line: per
+# thread, its CPU clock at the end and how much of it `burst` measured
+# itself.
 require "json"
 
 out = ARGV.fetch(0)
@@ -66,7 +69,9 @@ when "sonde"
 when "stackprof"
   require "stackprof"
   StackProf.run(mode: :cpu, interval: 1_000_000 / RATE, raw: true, out: out) { facts = run(SECONDS) }
+when "none"
+  facts = run(SECONDS)
 else
-  abort "bursty_threads.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof)"
+  abort "bursty_threads.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof, none)"
 end
 puts JSON.generate(threads: facts)

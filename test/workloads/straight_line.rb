@@ -7,9 +7,12 @@
 # the next safe point sees `trivial` (or crunch's last line) for samples that
 # landed anywhere in crunch. The truth: nearly all the CPU is crunch's own.
 #
-# ARGV: out [seconds] [rate] [profiler]. profiler is "sonde" (default) or
-# "stackprof" (the peer, cpu mode, raw). Prints one JSON line of facts: how
-# many calls ran and how much CPU the thread used (its own clock).
+# ARGV: out [seconds] [rate] [profiler]. profiler is "sonde" (default),
+# "stackprof" (the peer, cpu mode, raw), or "none": the script profiles
+# nothing itself and `out` is unused (the benchmark's accuracy runs profile
+# it from outside, with bench/support/profiler_hook.rb). Prints one JSON
+# line of facts: how many calls ran and how much CPU the thread used (its
+# own clock).
 require "json"
 
 out = ARGV.fetch(0)
@@ -90,8 +93,10 @@ when "sonde"
 when "stackprof"
   require "stackprof"
   StackProf.run(mode: :cpu, interval: 1_000_000 / RATE, raw: true, out: out) { calls = run(SECONDS) }
+when "none"
+  calls = run(SECONDS)
 else
-  abort "straight_line.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof)"
+  abort "straight_line.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof, none)"
 end
 first_line = method(:crunch).source_location.last
 puts JSON.generate(calls: calls, cpu: thread_cpu, crunch_first_line: first_line,

@@ -1,0 +1,71 @@
+# frozen_string_literal: true
+
+# The Rubies a benchmark child can run on: this machine's own (Debian 12's
+# 3.1) and Ruby 3.3 inside the Debian trixie chroot of script/ruby33, where
+# the project is mounted at the same path (so the runner's files under
+# tmp/ are seen by both). The peers that need Ruby 3.3 (Vernier, pf2), and
+# Sonde's 3.3 backend, are measured there; each row of the report says which
+# Ruby it is. SONDE_BENCH_RUBIES (settings.rb) picks them.
+require "open3"
+require "rbconfig"
+require_relative "peers"
+
+module SondeBench
+  RUBY33 = File.join(Peers::ROOT, "script", "ruby33")
+
+  # series: "3.1"; description: RUBY_DESCRIPTION there, or nil with reason
+  # when that Ruby cannot be run here.
+  RubyTarget = Struct.new(:series, :host, :description, :reason, keyword_init: true) do
+    def self.host
+      new(series: Peers.ruby_series, host: true, description: RUBY_DESCRIPTION)
+    end
+
+    # Ruby 3.3 through script/ruby33 (the chroot is built on first use).
+    def self.chroot33
+      out, status = Open3.capture2e(RUBY33, "ruby", "-e", "print RUBY_DESCRIPTION")
+      return new(series: "3.3", host: false, description: out.lines.last.strip) if status.success?
+
+      new(series: "3.3", host: false, reason: "script/ruby33 failed: #{out.lines.last(3).join.strip}")
+    end
+
+    # The targets named in a list like "3.1,3.3" (this Ruby's series is the host).
+    def self.for(list)
+      list.split(",").map(&:strip).uniq.map do |series|
+        if series == Peers.ruby_series
+          host
+        elsif series == "3.3"
+          chroot33
+        else
+          new(series: series, host: false, reason: "no Ruby #{series} here (the host has #{Peers.ruby_series}, script/ruby33 3.3)")
+        end
+      end
+    end
+
+    def available?
+      reason.nil?
+    end
+
+    def name
+      "Ruby #{series}"
+    end
+
+    # [env for Process.spawn, command prefix]: how to run `ruby ARGS` here
+    # with env. script/ruby33 passes only some variables into the chroot,
+    # so there env(1) sets them inside.
+    def command(env)
+      return [env, [RbConfig.ruby]] if host
+
+      [{}, [RUBY33, "env", *env.map { |key, value| "#{key}=#{value}" }, "ruby"]]
+    end
+
+    # What a child needs to load this Ruby's peers (nothing for Sonde,
+    # StackProf or no profiler, so those run as they always did).
+    def peer_env(profiler)
+      Peers::ALL.any? { |peer| peer.name == profiler } ? Peers.env(series) : {}
+    end
+
+    def peer_status
+      Peers.status(series)
+    end
+  end
+end
