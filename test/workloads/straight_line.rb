@@ -99,5 +99,7 @@ else
   abort "straight_line.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof, none)"
 end
 first_line = method(:crunch).source_location.last
+# crunch's def line, its call to trivial and its end (the last two are where
+# samples pile up when the stack is read at the next safe point).
 puts JSON.generate(calls: calls, cpu: thread_cpu, crunch_first_line: first_line,
-                   crunch_last_line: first_line + 41)
+                   crunch_call_line: first_line + 41, crunch_end_line: first_line + 42)
