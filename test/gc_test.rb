@@ -63,3 +63,40 @@ class GcTest < Minitest::Test
     assert_equal false, facts["stats"]["gc"]
   end
 end
+
+# GC time belongs to the thread that ran the GC, even when the pass that
+# records it runs on another thread (the idle helper, while the allocating
+# thread naps): no "(unknown thread)", no thread id 0.
+class GcThreadTest < Minitest::Test
+  include SondeTestHelper
+
+  def test_gc_of_a_thread_that_naps_between_allocations_is_its_own
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "naps.pprof")
+      _, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+        Sonde.start(rate: 100)
+        allocator = Thread.new do
+          Thread.current.name = "allocator"
+          kept = []
+          40.times do
+            20_000.times { |i| kept << ("x" * 40) + i.to_s; kept.shift if kept.size > 30_000 }
+            GC.start if rand < 0.3
+            sleep 0.01 # nobody holds the GVL: the idle helper's passes record what GC did
+          end
+        end
+        allocator.join
+        Sonde.stop.write(#{out.inspect})
+      RUBY
+      assert status.success?, stderr
+      profile = Sonde::Pprof.read(out)
+      gc = profile.samples.select { |s| function_names(profile, s) == ["Garbage Collection"] }
+      refute_empty gc
+      gc.each do |sample|
+        assert_operator sample.labels["thread id"], :>, 0, sample.labels.inspect
+        assert_includes %w[allocator main], sample.labels["thread name"], sample.labels.inspect
+      end
+      allocator_gc = gc.select { |s| thread_name(s) == "allocator" }
+      assert_operator allocator_gc.size, :>=, gc.size * 0.8, "the allocator ran (nearly) all the GC"
+    end
+  end
+end

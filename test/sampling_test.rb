@@ -78,20 +78,52 @@ class SamplingTest < Minitest::Test
     assert_equal ["IO#read"], read_frames
   end
 
+  # 1500 frames: deeper than Ruby 3.3's rb_profile_thread_frames can be
+  # walked in chunks (it ignores its start argument; counting that way once
+  # looped for ever). The marker counts the frames cut: the recursion's,
+  # give or take the few frames around it (the block, Sonde.profile, <main>).
   def test_deep_stacks_are_cut_to_max_frames_with_a_truncation_marker
-    out = File.join(@dir, "deep.pprof")
-    run_workload("deep_recursion", out, "600", "400")
-    profile = Sonde::Pprof.read(out)
-    assert_go_pprof_reads(out)
+    [600, 1500].each do |depth|
+      out = File.join(@dir, "deep#{depth}.pprof")
+      run_workload("deep_recursion", out, depth.to_s, "400")
+      profile = Sonde::Pprof.read(out)
+      assert_go_pprof_reads(out)
 
-    deep = profile.samples.select { |s| in_function?(profile, s, "Object#spin") && thread_name(s) == "main" }
-    refute_empty deep
-    deep.each do |sample|
-      names = function_names(profile, sample)
-      assert_equal 401, names.size, "400 frames and the truncation marker"
-      assert_match(/\A\(truncated \d+ frames\)\z/, names.last)
-      cut = names.last[/\d+/].to_i
-      assert_operator cut, :>=, 600 - 400, "the marker counts the frames cut"
+      deep = profile.samples.select { |s| in_function?(profile, s, "Object#spin") && thread_name(s) == "main" }
+      refute_empty deep
+      deep.each do |sample|
+        names = function_names(profile, sample)
+        assert_equal 401, names.size, "400 frames and the truncation marker"
+        assert_match(/\A\(truncated \d+ frames\)\z/, names.last)
+        cut = names.last[/\d+/].to_i
+        assert_includes (depth - 400)..(depth - 400 + 12), cut, "frames cut from a #{depth}-deep stack"
+      end
+    end
+  end
+
+  # Queue#pop is C on 3.1 and Ruby code (<internal:thread_sync>) from 3.3:
+  # either way a thread waiting in it is sleeping, not blocked.
+  def test_a_thread_waiting_on_a_queue_is_sleeping
+    out = File.join(@dir, "queue.pprof")
+    _, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+      queue = Queue.new
+      sized = SizedQueue.new(1)
+      sized << 1
+      Sonde.start(rate: 200)
+      popper = Thread.new { Thread.current.name = "popper"; queue.pop }
+      pusher = Thread.new { Thread.current.name = "pusher"; sized.push(2) }
+      sleep 0.5
+      queue << :done
+      sized.pop
+      [popper, pusher].each(&:join)
+      Sonde.stop.write(#{out.inspect})
+    RUBY
+    assert status.success?, stderr
+    profile = Sonde::Pprof.read(out)
+    %w[popper pusher].each do |name|
+      wall = Hash.new(0)
+      profile.samples.each { |s| wall[s.labels["state"]] += s.values[profile.value_index("wall-time")] if thread_name(s) == name }
+      assert_operator wall["sleeping"], :>=, 0.9 * wall.values.sum, "#{name}: #{wall.inspect}"
     end
   end
 

@@ -127,6 +127,9 @@ bool gc_source_record_pending(sonde_run *run) {
   gc_source *gc = run->gc;
   if (gc->polled) poll_gc_time(gc);
   if (gc->pending_wall_ns <= 0 && gc->pending_cpu_ns <= 0) return true;
+  // Polled GC time waits for a thread seen running Ruby: it ran the GC.
+  if (gc->gc_tid == 0) gc->gc_tid = gc->last_running_tid;
+  if (gc->gc_tid == 0) return true;
   int64_t wall = gc->pending_wall_ns, cpu = gc->pending_cpu_ns;
   gc->pending_wall_ns = 0;
   gc->pending_cpu_ns = 0;
@@ -135,6 +138,10 @@ bool gc_source_record_pending(sonde_run *run) {
   const char *thread_name = own_name;
   thread_context *context = gc->gc_tid ? thread_contexts_find_by_tid(run->contexts, gc->gc_tid) : NULL;
   if (context != NULL) {
+    // Named as the thread is named now: it may have named itself since the
+    // last pass met it (a new thread names itself after it starts).
+    vm_thread_info info;
+    if (vm_thread_info_of(context->thread, &info)) thread_contexts_refresh_name(context, &info);
     thread_name = context->name;
     context->gc_wall_ns_to_deduct += wall;
     // A thread with a CPU timer has its GC's CPU time sampled there (its

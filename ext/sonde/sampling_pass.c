@@ -229,6 +229,11 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
   // instructions run before Thread.new returns): not profiled.
   if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
+  // Between passes a new thread may have named itself: its samples say so.
+  vm_thread_info now;
+  if (context != NULL && drain->mode == DRAIN_CPU_ONLY && vm_thread_info_of(context->thread, &now)) {
+    thread_contexts_refresh_name(context, &now);
+  }
 
   recorder_frame gc_frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
   const recorder_frame *frames = pass->frames;
@@ -477,18 +482,22 @@ static VALUE full_pass_protected(VALUE arg) {
     pass->fail_next = false;
     rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Native::Testing.fail_next_sample (a test hook)");
   }
-  if (!gc_source_record_pending(run)) pass->dropped_samples++;
   scheduler_restart_idle_helper_if_gone(run->scheduler);
   int64_t now = clocks_monotonic_ns();
   list_threads(run, now);
   thread_contexts_begin_pass(run->contexts);
   for (size_t i = 0; i < pass->thread_count; i++) {
-    if (meet_thread(run, &pass->threads[i], pass->previous_pass_ns) == NULL) pass->dropped_samples++;
+    const vm_thread_info *info = &pass->threads[i];
+    if (meet_thread(run, info, pass->previous_pass_ns) == NULL) pass->dropped_samples++;
+    if (info->state == VM_THREAD_RUNNING) gc_source_note_running_thread(run->gc, info->native_tid);
   }
-  // CPU samples first: the threads they name were just met. The holder's
-  // stack at the tick comes with them.
+  // CPU samples first: the threads they name were just met, and they say
+  // who ran (and so who ran the GC, where GC time is polled). The holder's
+  // stack at the tick comes with them. Then the GC time, which the wall
+  // samples below are cut by.
   pass->holder_tid = 0;
   drain_captures(run, DRAIN_IN_PASS);
+  if (!gc_source_record_pending(run)) pass->dropped_samples++;
   bool someone_on_cpu = false;
   for (size_t i = 0; i < pass->thread_count; i++) {
     const vm_thread_info *info = &pass->threads[i];

@@ -204,12 +204,12 @@ const void *vm_gvl_holder_self_signal_safe(void) {
 // gc.c's during_gc flag, a plain read.
 bool vm_gc_running_signal_safe(void) { return rb_during_gc() != 0; }
 
-// Classes whose C methods put a thread to sleep (sleep, join, Queue#pop,
-// Mutex#lock, ConditionVariable#wait through Mutex#sleep): a thread that let
-// go of the GVL in one of them is "sleeping", in anything else "blocked".
-// The same four as vm_ruby31.c, compared by class path because the public
-// frame API names a method's class but does not hand it out.
-static const char *const SLEEPING_OWNERS[] = {"Kernel", "Thread", "Thread::Mutex", "Thread::Queue"};
+// Classes whose core methods put a thread to sleep (sleep, join, Queue#pop,
+// SizedQueue#push, Mutex#lock, ConditionVariable#wait through Mutex#sleep):
+// a thread that let go of the GVL in one of them is "sleeping", in anything
+// else "blocked". The same as vm_ruby31.c, compared by class path because
+// the public frame API names a method's class but does not hand it out.
+static const char *const SLEEPING_OWNERS[] = {"Kernel", "Thread", "Thread::Mutex", "Thread::Queue", "Thread::SizedQueue"};
 #define SLEEPING_OWNER_COUNT (sizeof(SLEEPING_OWNERS) / sizeof(SLEEPING_OWNERS[0]))
 
 // Leaf method entry -> whether it is a sleep. Naming a method's class
@@ -219,7 +219,15 @@ static const char *const SLEEPING_OWNERS[] = {"Kernel", "Thread", "Thread::Mutex
 // the worst outcome is one thread labelled sleeping instead of blocked.
 static st_table *sleep_verdicts;
 
-static bool is_c_method_frame(VALUE frame) { return NIL_P(rb_profile_frame_path(frame)); }
+// A leaf that is a C method, or one of Ruby's own core methods written in
+// Ruby (<internal:thread_sync>: Thread::Queue#pop from 3.3), can be a wait.
+static bool is_core_method_frame(VALUE frame) {
+  VALUE path = rb_profile_frame_path(frame);
+  if (NIL_P(path)) return true;
+  static const char internal[] = "<internal:";
+  return RB_TYPE_P(path, T_STRING) && (size_t)RSTRING_LEN(path) > sizeof(internal) - 1 &&
+         memcmp(RSTRING_PTR(path), internal, sizeof(internal) - 1) == 0;
+}
 
 static bool judge_sleep(VALUE frame) {
   VALUE owner = rb_profile_frame_classpath(frame);
@@ -236,7 +244,7 @@ static bool judge_sleep(VALUE frame) {
 static bool leaf_is_a_sleep(VALUE thread) {
   VALUE leaf;
   int line;
-  if (rb_profile_thread_frames(thread, 0, 1, &leaf, &line) < 1 || !is_c_method_frame(leaf)) return false;
+  if (rb_profile_thread_frames(thread, 0, 1, &leaf, &line) < 1 || !is_core_method_frame(leaf)) return false;
   st_data_t verdict;
   if (st_lookup(sleep_verdicts, (st_data_t)leaf, &verdict)) return verdict != 0;
   bool is_sleep = judge_sleep(leaf);

@@ -33,13 +33,14 @@ bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
 // Classes whose C methods put a thread to sleep with a timeout (sleep(1),
 // join(1), ConditionVariable#wait through Mutex#sleep, Queue#pop): threads
 // in them are "sleeping", not "blocked".
-static VALUE sleeping_owners[4];
+static VALUE sleeping_owners[5];
 
 static void remember_sleeping_owners(void) {
   sleeping_owners[0] = rb_mKernel;
   sleeping_owners[1] = rb_cThread;
   sleeping_owners[2] = rb_const_get(rb_cThread, rb_intern("Mutex"));
   sleeping_owners[3] = rb_const_get(rb_cThread, rb_intern("Queue"));
+  sleeping_owners[4] = rb_const_get(rb_cThread, rb_intern("SizedQueue"));
   for (size_t i = 0; i < sizeof(sleeping_owners) / sizeof(sleeping_owners[0]); i++) {
     rb_gc_register_mark_object(sleeping_owners[i]);
   }

@@ -1,0 +1,77 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Sonde's threads must survive code that kills or joins "every other
+# thread" (test suites, shutdown code): they are not in Thread.list, so that
+# code neither hangs on them nor stops Sonde; the trigger is not a Ruby
+# thread at all. One killed anyway (through a reference) is replaced, with
+# one warning and a count, and sampling goes on.
+class OwnThreadsTest < Minitest::Test
+  include SondeTestHelper
+
+  def run_script(script)
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", script)
+    assert status.success?, stderr
+    [JSON.parse(stdout.lines.last), stderr]
+  end
+
+  def test_sonde_threads_are_left_out_of_thread_list
+    facts, = run_script(<<~RUBY)
+      Sonde.start
+      puts JSON.generate(list: Thread.list.map(&:name), own: Sonde.threads.map(&:name),
+                         overlap: (Thread.list & Sonde.threads).size)
+      Sonde.stop
+    RUBY
+    assert_equal ["sonde-idle-helper"], facts["own"]
+    assert_equal 0, facts["overlap"]
+    refute facts["list"].any? { |name| name.to_s.start_with?("sonde-") }, facts["list"].inspect
+  end
+
+  def test_killing_and_joining_every_other_thread_neither_hangs_nor_stops_sampling
+    facts, stderr = run_script(<<~RUBY)
+      require "timeout"
+      Sonde.start(rate: 200)
+      Thread.new { sleep }
+      Timeout.timeout(10) do
+        Thread.list.each { |t| t.kill unless t == Thread.current }
+        Thread.list.each { |t| t.join unless t == Thread.current }
+      end
+      before = Sonde.stats[:samples]
+      sleep 0.5 # idle: only the idle helper can sample now
+      after = Sonde.stats
+      puts JSON.generate(running: Sonde.running?, samples_after: after[:samples] - before,
+                         restarts: after[:idle_helper_restarts])
+      Sonde.stop
+    RUBY
+    assert facts["running"]
+    assert_operator facts["samples_after"], :>=, 40, "sampling goes on while the app sleeps"
+    assert_equal 0, facts["restarts"]
+    assert_empty stderr
+  end
+
+  def test_a_killed_idle_helper_is_replaced_with_one_warning
+    facts, stderr = run_script(<<~RUBY)
+      Sonde.start(rate: 200)
+      2.times do
+        helper = Sonde.threads.find { |t| t.name == "sonde-idle-helper" }
+        helper.kill
+        helper.join
+        # A pass on an application thread (this one, busy) starts a new helper.
+        t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        x = 0
+        x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
+      end
+      before = Sonde.stats[:idle_samples]
+      sleep 0.5
+      stats = Sonde.stats
+      puts JSON.generate(restarts: stats[:idle_helper_restarts], idle_after: stats[:idle_samples] - before,
+                         helpers: Sonde.threads.count { |t| t.name == "sonde-idle-helper" && t.alive? })
+      Sonde.stop
+    RUBY
+    assert_equal 2, facts["restarts"]
+    assert_equal 1, facts["helpers"]
+    assert_operator facts["idle_after"], :>=, 40, "the new helper samples while the app sleeps"
+    assert_equal 1, stderr.scan(/idle-helper thread was killed/).size, stderr
+  end
+end
