@@ -31,7 +31,8 @@ typedef struct {
   void (*add_stats)(const sonde_run *run, VALUE stats);
   // In a forked child: forgets what did not survive the fork (threads,
   // timers, locks another thread held), without system calls on the
-  // parent's resources.
+  // parent's resources. Called for every source of an active run, started
+  // or not (the fork may come while another thread is inside start).
   void (*forget_after_fork)(sonde_run *run);
 } event_source;
 

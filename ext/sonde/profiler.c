@@ -410,9 +410,12 @@ static void forget_run_after_fork(void) {
   signals_reset_in_forked_child();
   profiler_state *state = current_state();
   if (state == NULL) return;
-  // Their stop stays safe to call: the child's Process._fork hook stops
-  // the run, which disables the hooks the child's Ruby still has.
-  for (size_t i = 0; i < state->sources_started; i++) SOURCES[i]->forget_after_fork(&state->run);
+  // Every source, started or not: the fork may have come while another
+  // thread was inside start or stop, with a source's threads already (or
+  // still) running but not counted. Their stop stays safe to call: the
+  // child's Process._fork hook stops the run, which disables the hooks the
+  // child's Ruby still has.
+  for (size_t i = 0; i < SOURCE_COUNT; i++) SOURCES[i]->forget_after_fork(&state->run);
   scheduler_request_stop(state->run.scheduler);
 }
 

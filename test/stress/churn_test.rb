@@ -67,7 +67,11 @@ class ChurnTest < Minitest::Test
               assert_equal expected, status.exitstatus, "#{what}: #{stderr}"
             end
             refute_match(/\[BUG\]|Segmentation|Profiling timer expired/, stderr, what)
-            assert_match(/restarted: true true/, stderr, what) if how == "kill_threads"
+            if how == "kill_threads"
+              # Sonde's threads are not in Thread.list: killing "every other thread" leaves them be.
+              assert_match(/running after the kill: true/, stderr, what)
+              assert_match(/restarted: true true/, stderr, what)
+            end
             runs += 1
           end
         end

@@ -7,9 +7,10 @@
 #
 # HOW: exit (status 0), exit! (0), abort (1), raise (1, uncaught exception),
 # term (SIGTERM to itself: Ruby's default handler exits by the signal),
-# kill_threads (Thread.list.each(&:kill) from main, Sonde's threads
-# included: sampling stops; then stop, start again, and exit 0). With "continuous", in continuous mode exporting to
-# the directory DIR from the environment.
+# kill_threads (Thread.list.each(&:kill) from main: Sonde's threads are not
+# in Thread.list, so sampling goes on; then stop, start again, and exit 0).
+# With "continuous", in continuous mode exporting to the directory DIR from
+# the environment.
 require "sonde"
 
 how = ARGV.fetch(0)

@@ -40,7 +40,7 @@ while children < CHILDREN
              "inactive"
            elsif !Sonde.running?
              "active but not sampling"
-           elsif CONTINUOUS && Thread.list.none? { |t| t.name == "sonde-flusher" }
+           elsif CONTINUOUS && Sonde.threads.none? { |t| t.name == "sonde-flusher" }
              "sampling without a flusher"
            else
              "sampling"
