@@ -13,6 +13,9 @@ require_relative "peer_notes"
 module SondeBench
   class Report
     TARGET_SLOWDOWN = 1.01
+    # The CPU-bound workload at 100 Hz may cost at most StackProf's (cpu
+    # mode) process CPU plus this share.
+    TARGET_CPU_OVER_STACKPROF = 0.005
     TARGET_SAMPLE_NS = 5_000
     TARGET_STOP_S = 0.050
     # An allocation this much slower with GC accounting on gets a closing note.
@@ -303,7 +306,7 @@ module SondeBench
     end
 
     def targets
-      rows = [slowdown_target, sample_cost_target, *stackprof_targets, stop_target]
+      rows = [slowdown_target, *cpu_over_stackprof_targets, sample_cost_target, *stackprof_targets, stop_target]
       gc_hook_note
       <<~MD
         ## Targets
@@ -386,6 +389,32 @@ module SondeBench
 
     # Best-of elapsed ratios, Sonde's against each StackProf mode's. A miss
     # whose 25th percentiles say the opposite is marked as within the noise.
+    # Process CPU (user + sys of every thread) of the cpu workload, best-of,
+    # Sonde against StackProf's cpu mode, on each Ruby; 100 Hz is the target,
+    # 1000 Hz is shown beside it.
+    def cpu_over_stackprof_targets
+      @rubies.flat_map do |ruby|
+        [100, 1000].filter_map do |rate|
+          next unless [%w[sonde], %w[stackprof-cpu]].all? { |(name)| @overhead.profiled_runs("cpu", ruby, name, rate)&.any? }
+
+          sonde = @overhead.best_of("cpu", ruby, "sonde", rate, :cpu)
+          peer = @overhead.best_of("cpu", ruby, "stackprof-cpu", rate, :cpu)
+          next unless sonde && peer
+
+          excess = sonde.min_ratio - peer.min_ratio
+          met = excess <= TARGET_CPU_OVER_STACKPROF
+          if rate == 100 && !met
+            @notes << "On Ruby #{ruby} the cpu workload's process CPU at 100 Hz was #{percent(excess, 2)} above " \
+                      "StackProf's (best-of #{ratio_value(sonde.min_ratio)} vs #{ratio_value(peer.min_ratio)}; p25 " \
+                      "#{ratio_value(sonde.p25_ratio)} vs #{ratio_value(peer.p25_ratio)})."
+          end
+          target = rate == 100 ? "≤ StackProf cpu's + 0.5% (Ruby #{ruby})" : "(Ruby #{ruby}, 1000 Hz, for reference)"
+          "| cpu workload process CPU at #{rate} Hz #{target} | Sonde #{best_of(sonde)}, StackProf cpu " \
+            "#{best_of(peer)}: #{excess >= 0 ? "+" : ""}#{percent(excess, 2)} | #{rate == 100 ? yes(met) : "–"} |"
+        end
+      end
+    end
+
     def stackprof_targets
       [100, 1000].map do |rate|
         misses = []

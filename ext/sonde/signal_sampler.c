@@ -46,6 +46,10 @@ static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *se
   int32_t kept = vm_capture_own_stack_signal_safe(self_handle, slot->frame_ids, slot->lines,
                                                   capture_buffer_frame_capacity(buffer), &total_depth);
   if (kept == VM_CAPTURE_INCONSISTENT) return false;
+  if (kept == VM_CAPTURE_LATER) {
+    slot->flags |= CAPTURE_STACK_LATER;
+    return true;
+  }
   slot->depth = (uint32_t)kept;
   slot->total_depth = total_depth;
   return true;

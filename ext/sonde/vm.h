@@ -109,6 +109,10 @@ bool vm_gc_running_signal_safe(void);
 // when a frame fails a sanity check (a frame half pushed, a thread in its
 // teardown): the caller drops the sample and counts it.
 #define VM_CAPTURE_INCONSISTENT (-1)
+// Or VM_CAPTURE_LATER when this VM cannot have its stack read in a signal
+// handler at all (Ruby 3.1/3.2 with YJIT on): the caller has it read at
+// recording, with the GVL.
+#define VM_CAPTURE_LATER (-2)
 int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *frame_ids, int32_t *lines,
                                          uint32_t max_frames, uint32_t *total_depth);
 

@@ -240,6 +240,17 @@ const void *vm_gvl_holder_self_signal_safe(void) {
 // gc.c's during_gc flag: a plain read (StackProf's handler reads it the same way).
 bool vm_gc_running_signal_safe(void) { return rb_during_gc() != 0; }
 
+// YJIT on 3.1 (and 3.2) publishes a new frame in ec->cfp before it writes
+// the frame (yjit_codegen.c, gen_send_iseq and gen_send_cfunc: "ec->cfp--"
+// comes before "Setup the new frame"), and never writes a JIT frame's pc:
+// a handler landing there reads a stale frame whose ep leads to whatever
+// the stack slot held before, and crashed on it. So with YJIT on, the
+// handler does not read stacks here; the capture is read at recording, at
+// the next safe point, as a postponed job would (the old safe-point bias,
+// for this Ruby with YJIT only). Ruby 3.3's YJIT writes the frame first.
+// YJIT is chosen at boot on 3.1 and cannot be turned on later.
+static bool stacks_readable_in_handler = true;
+
 // The handle comes from the thread's own CPU timer record or from the GVL
 // owner, and is checked against pthread_self(): a stale handle (a record
 // retired while its signal was in flight) never leads to another thread's
@@ -249,6 +260,7 @@ int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *fram
                                          uint32_t max_frames, uint32_t *total_depth) {
   const rb_thread_t *thread = self_handle;
   *total_depth = 0;
+  if (!stacks_readable_in_handler) return VM_CAPTURE_LATER;
   if (thread == NULL || !pthread_equal(thread->thread_id, pthread_self()) || thread->status == THREAD_KILLED) {
     return VM_CAPTURE_INCONSISTENT;
   }
@@ -281,8 +293,13 @@ bool vm_thread_start_location(const void *handle, char *out, size_t size) {
   return true;
 }
 
-// Everything the 3.1 backend reads comes from the VM's own structs.
-void vm_begin_run(void) {}
+void vm_begin_run(void) {
+  VALUE vm = rb_const_get(rb_cObject, rb_intern("RubyVM"));
+  ID yjit = rb_intern("YJIT");
+  stacks_readable_in_handler =
+      !(rb_const_defined(vm, yjit) && RTEST(rb_funcall(rb_const_get(vm, yjit), rb_intern("enabled?"), 0)));
+}
+
 void vm_end_run(void) {}
 
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {

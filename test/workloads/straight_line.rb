@@ -86,20 +86,27 @@ def run(seconds)
 end
 
 calls = nil
+profiled_cpu = nil
+# The thread's CPU time while profiled (not the boot's, nor a JIT's warm-up before).
+measured = lambda do
+  before = thread_cpu
+  calls = run(SECONDS)
+  profiled_cpu = thread_cpu - before
+end
 case PROFILER
 when "sonde"
   require "sonde"
-  Sonde.profile(out: out, rate: RATE) { calls = run(SECONDS) }
+  Sonde.profile(out: out, rate: RATE) { measured.call }
 when "stackprof"
   require "stackprof"
-  StackProf.run(mode: :cpu, interval: 1_000_000 / RATE, raw: true, out: out) { calls = run(SECONDS) }
+  StackProf.run(mode: :cpu, interval: 1_000_000 / RATE, raw: true, out: out) { measured.call }
 when "none"
-  calls = run(SECONDS)
+  measured.call
 else
   abort "straight_line.rb: unknown profiler #{PROFILER.inspect} (sonde, stackprof, none)"
 end
 first_line = method(:crunch).source_location.last
 # crunch's def line, its call to trivial and its end (the last two are where
 # samples pile up when the stack is read at the next safe point).
-puts JSON.generate(calls: calls, cpu: thread_cpu, crunch_first_line: first_line,
+puts JSON.generate(calls: calls, cpu: profiled_cpu, crunch_first_line: first_line,
                    crunch_call_line: first_line + 41, crunch_end_line: first_line + 42)
