@@ -1,4 +1,5 @@
 // modules: capture_buffer.c
+// sanitizers: thread
 //
 // capture_buffer_test.c: the slots the SIGPROF handler fills, checked alone
 // and under contention. Writer threads claim, fill and publish slots as fast

@@ -579,6 +579,116 @@ static void test_arena_growth_to_a_million_frames(void) {
   recorder_free(rec);
 }
 
+// The same workload recorded in steps (stack and thread interned, samples
+// added by id, with ids cached per pool entry as the sampling pass caches
+// them per thread) gives exactly what recorder_record gives.
+static int record_in_steps(recorder *rec, reference_model *model, const workload_sample *samples, size_t count) {
+  static uint32_t stack_ids[STACK_POOL_SIZE], thread_ids[THREAD_POOL_SIZE];
+  static uint64_t stack_generation[STACK_POOL_SIZE], thread_generation[THREAD_POOL_SIZE];
+  memset(stack_generation, 0, sizeof(stack_generation));
+  memset(thread_generation, 0, sizeof(thread_generation));
+  int failures = 0;
+  for (size_t i = 0; i < count; i++) {
+    const workload_sample *sample = &samples[i];
+    uint64_t generation = recorder_generation(rec);
+    const pool_stack *stack = &stack_pool[sample->stack];
+    const pool_thread *thread = &thread_pool[sample->thread];
+    bool ok = true;
+    if (stack_generation[sample->stack] != generation) {
+      ok = recorder_intern_stack(rec, stack->frames, stack->depth, &stack_ids[sample->stack]) == 0;
+      if (ok) stack_generation[sample->stack] = generation;
+    }
+    if (ok && thread_generation[sample->thread] != generation) {
+      ok = recorder_intern_thread(rec, thread->id, thread->name, &thread_ids[sample->thread]) == 0;
+      if (ok) thread_generation[sample->thread] = generation;
+    }
+    ok = ok && recorder_add(rec, stack_ids[sample->stack], thread_ids[sample->thread], sample->state,
+                            sample->values) == 0;
+    if (ok) {
+      reference_add(model, sample);
+    } else {
+      failures++;
+    }
+  }
+  return failures;
+}
+
+static void test_recording_in_steps_matches_the_reference_model(void) {
+  make_stack_pool(11);
+  workload_sample *samples = make_workload(12, RANDOM_SAMPLE_COUNT / 4);
+  reference_model *model = new_model();
+  recorder *rec = new_recorder();
+  CHECK_EQ_INT(record_in_steps(rec, model, samples, RANDOM_SAMPLE_COUNT / 4), 0);
+  check_matches_reference(rec, model);
+
+  // After a clear the cached ids are void (the generation changed): they
+  // are interned again, and the recorder again matches the model.
+  uint64_t before = recorder_generation(rec);
+  recorder_clear(rec);
+  CHECK(recorder_generation(rec) != before);
+  memset(model, 0, sizeof(*model));
+  CHECK_EQ_INT(record_in_steps(rec, model, samples, RANDOM_SAMPLE_COUNT / 4), 0);
+  check_matches_reference(rec, model);
+
+  // Two recorders never share a generation: an id cached for one is never
+  // taken for the other's.
+  recorder *other = new_recorder();
+  CHECK(recorder_generation(other) != recorder_generation(rec));
+  recorder_free(other);
+  recorder_free(rec);
+  free(model);
+  free(samples);
+}
+
+static void test_steps_reject_ids_out_of_range(void) {
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {1, 1, 1, 1};
+  uint32_t stack, thread;
+  CHECK_EQ_INT(recorder_add(rec, 0, 0, 0, values), -1); // nothing interned yet
+  recorder_frame frames[2] = {{.frame_id = 8, .line = 1}, {.frame_id = 16, .line = 2}};
+  CHECK_EQ_INT(recorder_intern_stack(rec, frames, 2, &stack), 0);
+  CHECK_EQ_INT(recorder_intern_thread(rec, 7, "worker", &thread), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack + 1, thread, 0, values), -1);
+  CHECK_EQ_INT(recorder_add(rec, stack, thread + 1, 0, values), -1);
+  CHECK_EQ_INT(recorder_sample_count(rec), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, thread, 0, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, thread, 0, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 1);
+  CHECK(recorder_total(rec, RECORDER_WALL_SAMPLES) == 2);
+  // Interning again finds the same ids.
+  uint32_t again;
+  CHECK_EQ_INT(recorder_intern_stack(rec, frames, 2, &again), 0);
+  CHECK_EQ_INT(again, stack);
+  CHECK_EQ_INT(recorder_intern_thread(rec, 7, "worker", &again), 0);
+  CHECK_EQ_INT(again, thread);
+
+  recorder_free(rec);
+}
+
+// Fails the n-th allocation for every n until a run needs no more: the
+// samples the steps accepted are exactly the model's (a step that failed
+// may leave a stack or thread no sample refers to, which export ignores).
+static void test_steps_out_of_memory_keep_the_accepted_samples(void) {
+  make_stack_pool(13);
+  workload_sample *samples = make_workload(14, OOM_SAMPLE_COUNT);
+  reference_model *model = new_model();
+  int runs_with_failures = 0;
+  for (long allowed = 0;; allowed++) {
+    recorder *rec = new_recorder();
+    memset(model, 0, sizeof(*model));
+    recorder_fail_allocations_after_for_testing(rec, allowed);
+    int failures = record_in_steps(rec, model, samples, OOM_SAMPLE_COUNT);
+    CHECK_EQ_INT(recorder_sample_count(rec), reference_cell_count(model));
+    for (int v = 0; v < RECORDER_VALUE_COUNT; v++) CHECK(recorder_total(rec, v) == model->totals[v]);
+    recorder_free(rec);
+    if (failures == 0) break;
+    runs_with_failures++;
+  }
+  CHECK(runs_with_failures > 3);
+  free(model);
+  free(samples);
+}
+
 static void test_out_of_range_reads_are_zero(void) {
   recorder *rec = new_recorder();
   CHECK(recorder_location(rec, 3).frame_id == 0);
@@ -600,5 +710,8 @@ int main(void) {
   RUN(test_very_deep_stack);
   RUN(test_arena_growth_to_a_million_frames);
   RUN(test_out_of_range_reads_are_zero);
+  RUN(test_recording_in_steps_matches_the_reference_model);
+  RUN(test_steps_reject_ids_out_of_range);
+  RUN(test_steps_out_of_memory_keep_the_accepted_samples);
   return test_summary("recorder");
 }
