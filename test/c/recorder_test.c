@@ -448,29 +448,35 @@ static void test_steady_state_does_not_allocate(void) {
   free(samples);
 }
 
-// Fails the n-th allocation for every n until a run needs no more: each
-// out-of-memory path must leave the recorder holding exactly the samples it
-// accepted.
-static void test_out_of_memory_leaves_recorder_consistent(void) {
-  make_stack_pool(8);
-  workload_sample *samples = make_workload(9, OOM_SAMPLE_COUNT);
+// Fails the n-th allocation for every n until a run of `record` needs no
+// more, checking the recorder after each run with `check`.
+typedef int record_fn(recorder *rec, reference_model *model, const workload_sample *samples, size_t count);
+
+static void fail_each_allocation_in_turn(uint64_t seed, record_fn *record,
+                                         void (*check)(const recorder *, const reference_model *)) {
+  make_stack_pool(seed);
+  workload_sample *samples = make_workload(seed + 1, OOM_SAMPLE_COUNT);
   reference_model *model = new_model();
   int runs_with_failures = 0;
-
   for (long allowed = 0;; allowed++) {
     recorder *rec = new_recorder();
     memset(model, 0, sizeof(*model));
     recorder_fail_allocations_after_for_testing(rec, allowed);
-    int failures = record_workload(rec, model, samples, OOM_SAMPLE_COUNT);
-    check_matches_reference(rec, model);
+    int failures = record(rec, model, samples, OOM_SAMPLE_COUNT);
+    check(rec, model);
     recorder_free(rec);
     if (failures == 0) break;
     runs_with_failures++;
   }
   CHECK(runs_with_failures > 3); // the workload did grow the tables
-
   free(model);
   free(samples);
+}
+
+// Each out-of-memory path must leave the recorder holding exactly the
+// samples it accepted.
+static void test_out_of_memory_leaves_recorder_consistent(void) {
+  fail_each_allocation_in_turn(8, record_workload, check_matches_reference);
 }
 
 static void test_empty_stack(void) {
@@ -665,28 +671,16 @@ static void test_steps_reject_ids_out_of_range(void) {
   recorder_free(rec);
 }
 
-// Fails the n-th allocation for every n until a run needs no more: the
-// samples the steps accepted are exactly the model's (a step that failed
-// may leave a stack or thread no sample refers to, which export ignores).
+// The samples the steps accepted are exactly the model's (a step that
+// failed may leave a stack or thread no sample refers to, which export
+// ignores).
+static void check_samples_match_reference(const recorder *rec, const reference_model *model) {
+  CHECK_EQ_INT(recorder_sample_count(rec), reference_cell_count(model));
+  for (int v = 0; v < RECORDER_VALUE_COUNT; v++) CHECK(recorder_total(rec, v) == model->totals[v]);
+}
+
 static void test_steps_out_of_memory_keep_the_accepted_samples(void) {
-  make_stack_pool(13);
-  workload_sample *samples = make_workload(14, OOM_SAMPLE_COUNT);
-  reference_model *model = new_model();
-  int runs_with_failures = 0;
-  for (long allowed = 0;; allowed++) {
-    recorder *rec = new_recorder();
-    memset(model, 0, sizeof(*model));
-    recorder_fail_allocations_after_for_testing(rec, allowed);
-    int failures = record_in_steps(rec, model, samples, OOM_SAMPLE_COUNT);
-    CHECK_EQ_INT(recorder_sample_count(rec), reference_cell_count(model));
-    for (int v = 0; v < RECORDER_VALUE_COUNT; v++) CHECK(recorder_total(rec, v) == model->totals[v]);
-    recorder_free(rec);
-    if (failures == 0) break;
-    runs_with_failures++;
-  }
-  CHECK(runs_with_failures > 3);
-  free(model);
-  free(samples);
+  fail_each_allocation_in_turn(13, record_in_steps, check_samples_match_reference);
 }
 
 static void test_out_of_range_reads_are_zero(void) {
