@@ -1,0 +1,137 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+require "net/http"
+require "socket"
+require "timeout"
+
+# A real server under load: Puma in cluster mode (2 workers, 4 threads
+# each) serving a Rack app whose handler burns 2 ms of CPU per request,
+# with Sonde loaded the way a deployment loads it (RUBYOPT=-rsonde/auto,
+# continuous mode, a directory exporter). Each worker exports its own
+# profile at shutdown. The CPU of each worker must be where the requests
+# burned it, in `handle_request`, not under the waits of Puma's idle
+# threads (Thread::Mutex#sleep, ConditionVariable#wait, IO#wait_readable):
+# charging each thread's CPU to the stack it has at the sample (the core
+# before per-thread CPU timers) put 65% of a worker's CPU under
+# IO#wait_readable here, and 52% under Thread::Mutex#sleep on Ruby 3.3.
+class PumaTest < Minitest::Test
+  include SondeTestHelper
+
+  APP = File.join(WORKLOADS, "puma_app")
+  WORKERS = 2
+  CLIENTS = 8
+  LOAD_SECONDS = 4
+  FILE_NAME = /\A(?<service>.+)-(?<pid>\d+)-\d{8}T\d{6}Z(?:-\d+)?\.pprof\z/.freeze
+  WAITS = [/\AThread::Mutex[#.]sleep\z/, /\AThread::ConditionVariable[#.]wait\z/, /\AKernel[#.]sleep\z/,
+           /\AIO[#.]select\z/, /\AIO[#.]wait(_readable|_writable)?\z/, /\AThread::Queue[#.]pop\z/].freeze
+
+  def setup
+    skip "Puma is not installed (apt-get install puma)" unless system(RbConfig.ruby, "-e", "require 'puma'",
+                                                                       err: File::NULL)
+    @dir = Dir.mktmpdir("sonde-puma")
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir) if @dir
+  end
+
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  def start_puma(port)
+    env = {
+      "RUBYOPT" => "-I#{LIB} -rsonde/auto", "SONDE_EXPORT" => "dir:#{@dir}", "SONDE_SERVICE" => "puma-test",
+      "PUMA_PORT" => port.to_s, "PUMA_WORKERS" => WORKERS.to_s, "PUMA_THREADS" => "4"
+    }
+    log = File.join(@dir, "puma.log")
+    puma = Gem.bin_path("puma", "puma") rescue "puma" # rubocop:disable Style/RescueModifier -- Debian's puma is not a gem
+    pid = Process.spawn(env, RbConfig.ruby, puma, "-C", File.join(APP, "puma.rb"), File.join(APP, "config.ru"),
+                        chdir: @dir, out: log, err: log, pgroup: true)
+    [pid, log]
+  end
+
+  def wait_until_serving(port, pid, log)
+    Timeout.timeout(30) do
+      loop do
+        return if Net::HTTP.get_response(URI("http://127.0.0.1:#{port}/ready")).is_a?(Net::HTTPOK)
+      rescue SystemCallError, EOFError, Net::ReadTimeout
+        raise "puma exited early:\n#{File.read(log)}" if Process.waitpid(pid, Process::WNOHANG)
+
+        sleep 0.1
+      end
+    end
+  end
+
+  # CLIENTS threads with keep-alive connections; returns requests served by worker pid.
+  def load(port)
+    served = Hash.new(0)
+    lock = Mutex.new
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + LOAD_SECONDS
+    Array.new(CLIENTS) do |client|
+      Thread.new do
+        Net::HTTP.start("127.0.0.1", port) do |http|
+          n = 0
+          while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+            response = http.get("/items/#{client}-#{n += 1}")
+            lock.synchronize { served[response.body.split.first.to_i] += 1 }
+          end
+        end
+      end
+    end.each(&:join)
+    served
+  end
+
+  def stop_puma(pid)
+    Process.kill(:TERM, pid)
+    Timeout.timeout(60) { Process.wait(pid) }
+  rescue Timeout::Error
+    Process.kill(:KILL, -pid)
+    Process.wait(pid)
+    flunk "puma did not stop on SIGTERM"
+  end
+
+  def profiles_by_pid
+    Dir[File.join(@dir, "*.pprof")].group_by { |path| FILE_NAME.match(File.basename(path))[:pid].to_i }
+                                    .transform_values { |paths| paths.map { |path| Sonde::Pprof.read(path) } }
+  end
+
+  def cpu_where(profiles, &filter)
+    profiles.sum { |profile| total(profile, "cpu-time") { |s| filter.call(profile, s) } }
+  end
+
+  def test_each_worker_shows_its_cpu_in_the_request_handler_not_in_waits
+    port = free_port
+    pid, log = start_puma(port)
+    begin
+      wait_until_serving(port, pid, log)
+      served = load(port)
+    ensure
+      stop_puma(pid)
+    end
+    workers = served.keys - [pid]
+    assert_equal WORKERS, workers.size, "requests were served by #{served.inspect}\n#{File.read(log)}"
+    profiles = profiles_by_pid
+    workers.each do |worker|
+      worker_profiles = profiles.fetch(worker) { flunk "no profile from worker #{worker}: #{profiles.keys}" }
+      all = cpu_where(worker_profiles) { true }
+      # config.ru is evaluated in a Rack::Builder: its methods are the builder's.
+      handler = cpu_where(worker_profiles) { |p, s| function_names(p, s).any? { |n| n.end_with?("handle_request") } }
+      waits = cpu_where(worker_profiles) do |p, s|
+        leaf = function_names(p, s).first.to_s
+        WAITS.any? { |pattern| pattern.match?(leaf) }
+      end
+      top = worker_profiles.flat_map { |p| p.samples.map { |s| [function_names(p, s).first, s.values[p.value_index("cpu-time")]] } }
+                           .group_by(&:first).transform_values { |pairs| pairs.sum(&:last) }.max_by(&:last)
+      detail = "worker #{worker}: #{served[worker]} requests, CPU #{(all / 1e6).round} ms, handler " \
+               "#{(handler / 1e6).round} ms, waits #{(waits / 1e6).round} ms, top self #{top.inspect}"
+      assert_operator served[worker], :>, 100, detail
+      assert_operator handler, :>=, 0.8 * all, detail
+      assert_operator waits, :<=, 0.05 * all, detail
+    end
+  end
+end
