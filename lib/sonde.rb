@@ -157,12 +157,12 @@ module Sonde
       Native.loaded? && Native.running?
     end
 
-    # Counters of the current run (or of the last one, once stopped):
-    # samples, cpu_samples, idle_samples, thread_samples, dropped_samples,
-    # signals_sent, signals_received, wrong_thread_signals, signal_failures,
-    # jobs_not_queued, idle_requests, sampling_time_ns_{min,avg,max,total},
-    # threads_tracked, signal_handler_lost, rate_hz, max_frames, signals.
-    # Empty before any run.
+    # Counters of the current run (or of the last one, once stopped), as the
+    # README's "Stats" table lists them: passes and samples (samples,
+    # cpu_samples, thread_samples, stacks_reused, ...), the CPU timers
+    # (cpu_timers, cpu_sample_rate_hz, captures_dropped, ...), signals
+    # (signals_sent, signals_received, tick_signals, cpu_signals, ...),
+    # pacing, GC, flushes and the run's settings. Empty before any run.
     def stats
       stats = (Native.loaded? && Native.stats) || @last_stats
       continuous = @continuous

@@ -378,7 +378,10 @@ static bool wall_stack_for(sonde_run *run, thread_context *context, const vm_thr
   sampling_pass *pass = run->pass;
   uint64_t generation = recorder_generation(rec);
   bool ok;
-  if (pass->holder_tid == info->native_tid && !pass->holder_read_later) {
+  // The stack its handler read at the tick, while it still holds the GVL
+  // (the pass runs at its next safe point); once it let the GVL go, the
+  // stack it has now is the one to show, and it cannot change meanwhile.
+  if (pass->holder_tid == info->native_tid && !pass->holder_read_later && info->state == VM_THREAD_RUNNING) {
     ok = recorder_intern_stack(rec, pass->holder_frames, pass->holder_depth, stack_id) == 0;
   } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
     *stack_id = context->stack_id;

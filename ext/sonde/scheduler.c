@@ -50,6 +50,7 @@ struct scheduler {
   pacing pace;
   pthread_t trigger;
   bool trigger_running; // with the GVL: start and stop
+  pthread_t tick_target; // the trigger's: who got the last tick's signal
   pthread_mutex_t trigger_lock;
   pthread_cond_t trigger_wakeup;
   // The idle helper and what the GVL side knows of it.
@@ -135,16 +136,23 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // queues the pass; with no holder, the idle helper runs the pass. Returns
 // whether a pass was asked for.
 static bool tick_from_trigger(scheduler *sched) {
-  // The previous tick's pass has not run yet: its thread holds the GVL with
-  // no safe point (a long C call). Another signal would only add a capture
-  // no pass can take; the wall time is not lost, the next pass covers it.
+  pthread_t owner;
+  bool has_owner = vm_gvl_owner_from_any_thread(&owner);
   if (__atomic_load_n(&sched->tick_pending, __ATOMIC_ACQUIRE)) {
-    ADD(ticks_skipped);
-    return false;
+    // The previous tick's pass has not run yet. While the thread that took
+    // it still holds the GVL with no safe point (a long C call), another
+    // signal would only add a capture no pass can take; the wall time is
+    // not lost, the next pass covers it. Once it let the GVL go, it runs
+    // the pass when it gets back: this tick goes ahead without it.
+    if (has_owner && pthread_equal(owner, sched->tick_target)) {
+      ADD(ticks_skipped);
+      return false;
+    }
+    __atomic_store_n(&sched->tick_pending, 0, __ATOMIC_RELEASE);
   }
   if (sched->use_signals && !signals_sampling_handler_lost()) {
-    pthread_t owner;
-    if (vm_gvl_owner_from_any_thread(&owner)) {
+    if (has_owner) {
+      sched->tick_target = owner;
       switch (signals_send_sigprof_if_handler_in_place(owner)) {
         case SIGNAL_SENT:
           ADD(signals_sent);
