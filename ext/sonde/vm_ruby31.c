@@ -96,40 +96,6 @@ static int64_t tid_of(const rb_thread_t *thread) {
   return thread->tid;
 }
 
-static void describe_thread(rb_thread_t *thread, vm_thread_info *info) {
-  *info = (vm_thread_info){
-      .handle = thread,
-      .thread = thread->self,
-      .native_tid = tid_of(thread),
-      .state = state_of(thread),
-      .is_main = thread == main_ractor->threads.main,
-      .name = thread->name,
-  };
-}
-
-void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
-  rb_thread_t *thread = NULL;
-  list_for_each(&main_ractor->threads.set, thread, lt_node) {
-    if (thread->status == THREAD_KILLED || thread->ec == NULL) continue;
-    // Not started yet: no native thread, so no tid, no CPU clock, no frames.
-    // Met from its first pass as a running thread, as on 3.3.
-    if (thread->tid == 0) continue;
-    vm_thread_info info;
-    describe_thread(thread, &info);
-    visit(&info, data);
-  }
-}
-
-// The line a Ruby frame is executing, as Ruby's backtraces compute it: pc
-// points past the current instruction, hence the step back. pc was checked
-// to lie inside the iseq's instructions.
-static int32_t frame_line(const rb_iseq_t *iseq, const VALUE *pc) {
-  if (pc == NULL) return (int32_t)FIX2LONG(iseq->body->location.first_lineno); // FIX2INT may raise
-  ptrdiff_t position = pc - iseq->body->iseq_encoded;
-  if (position > 0) position--;
-  return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
-}
-
 // The checks a frame read from a signal handler must pass before anything
 // it points at is followed: the handler may interrupt the VM half-way
 // through pushing a frame, or a thread in its teardown. They cost a few
@@ -160,6 +126,51 @@ static bool frame_range_of(const rb_execution_context_t *ec, frame_range *range)
   range->top = ec->cfp;
   range->end = RUBY_VM_END_CONTROL_FRAME(ec);
   return true;
+}
+
+static void describe_thread(rb_thread_t *thread, vm_thread_info *info) {
+  *info = (vm_thread_info){
+      .handle = thread,
+      .thread = thread->self,
+      .native_tid = tid_of(thread),
+      .state = state_of(thread),
+      .is_main = thread == main_ractor->threads.main,
+      .name = thread->name,
+  };
+}
+
+// A thread created but not run yet has only the dummy frame Ruby pushes for
+// it: no stack to show (it is queued for the GVL, to start). Met once it
+// runs, as on 3.3.
+static bool has_started(const rb_thread_t *thread) {
+  frame_range range;
+  if (!frame_range_of(thread->ec, &range)) return false;
+  for (const rb_control_frame_t *frame = range.top; frame < range.end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
+    if (VM_FRAME_RUBYFRAME_P(frame) || VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_CFUNC) return true;
+  }
+  return false;
+}
+
+void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
+  rb_thread_t *thread = NULL;
+  list_for_each(&main_ractor->threads.set, thread, lt_node) {
+    if (thread->status == THREAD_KILLED || thread->ec == NULL) continue;
+    // Not started yet: no native thread, so no tid, no CPU clock, no frames.
+    if (thread->tid == 0 || !has_started(thread)) continue;
+    vm_thread_info info;
+    describe_thread(thread, &info);
+    visit(&info, data);
+  }
+}
+
+// The line a Ruby frame is executing, as Ruby's backtraces compute it: pc
+// points past the current instruction, hence the step back. pc was checked
+// to lie inside the iseq's instructions.
+static int32_t frame_line(const rb_iseq_t *iseq, const VALUE *pc) {
+  if (pc == NULL) return (int32_t)FIX2LONG(iseq->body->location.first_lineno); // FIX2INT may raise
+  ptrdiff_t position = pc - iseq->body->iseq_encoded;
+  if (position > 0) position--;
+  return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
 }
 
 // Walks one thread's control frames, leaf first: keeps at most max_frames,

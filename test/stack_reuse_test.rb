@@ -1,0 +1,56 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Wall samples of threads that have not run since their previous sample
+# reuse the stack they had then instead of reading it again (a Puma with 32
+# idle threads pays for none of them), and a thread that ran gets its new
+# stack. Threads born and queued for the GVL are not sampled before they
+# ran: no sample has an empty stack.
+class StackReuseTest < Minitest::Test
+  include SondeTestHelper
+
+  def test_idle_threads_reuse_their_stacks_and_a_moving_thread_does_not
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "reuse.pprof")
+      stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
+        def nap_in_a(seconds) = sleep(seconds)
+        def nap_in_b(seconds) = sleep(seconds)
+        Sonde.start(rate: 100)
+        idle = Array.new(20) { |i| Thread.new { Thread.current.name = "idle-\#{i}"; sleep } }
+        mover = Thread.new do
+          Thread.current.name = "mover"
+          4.times { nap_in_a(0.2); nap_in_b(0.2) }
+        end
+        # Many threads born at once, each queued for the GVL before it runs.
+        born = Array.new(200) { Thread.new { x = 0; 2_000.times { |i| x += i }; x } }
+        born.each(&:join)
+        mover.join
+        profile = Sonde.stop
+        idle.each(&:kill)
+        profile.write(#{out.inspect})
+        puts JSON.generate(profile.stats)
+      RUBY
+      assert status.success?, stderr
+      stats = JSON.parse(stdout.lines.last)
+      profile = Sonde::Pprof.read(out)
+      idle_samples = total(profile, "wall-samples") { |s| thread_name(s).start_with?("idle-") }
+      assert_operator idle_samples, :>, 20 * 50, "the idle threads were sampled all along"
+      assert_operator stats["stacks_reused"], :>=, 0.9 * idle_samples, "idle threads' stacks are reused"
+
+      wall = Hash.new(0)
+      profile.samples.each do |sample|
+        next unless thread_name(sample) == "mover"
+
+        %w[Object#nap_in_a Object#nap_in_b].each do |name|
+          wall[name] += sample.values[profile.value_index("wall-time")] if in_function?(profile, sample, name)
+        end
+      end
+      %w[Object#nap_in_a Object#nap_in_b].each do |name|
+        assert_within 0.8, wall[name] / 1e9, 0.25, "the mover's wall time in #{name}: #{wall.inspect}"
+      end
+      empty = profile.samples.count { |s| profile.frames(s).empty? }
+      assert_equal 0, empty, "samples with no frame: #{profile.samples.select { |s| profile.frames(s).empty? }.map { |s| [s.labels, s.values] }.first(5).inspect}"
+    end
+  end
+end
