@@ -285,7 +285,8 @@ static capture_verdict take_wall_capture(drain_run *drain, const capture *captur
   if (drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
   if (drain->mode == DRAIN_FINAL) return CAPTURE_TAKEN;
   pass->holder_tid = captured->tid;
-  pass->holder_read_later = (captured->flags & CAPTURE_STACK_LATER) != 0;
+  // A tick that landed in a GC has no stack: the holder's is read now, after it.
+  pass->holder_read_later = (captured->flags & (CAPTURE_STACK_LATER | CAPTURE_IN_GC)) != 0;
   pass->holder_depth = pass->holder_read_later ? 0 : stacks_from_capture(captured, pass->holder_frames, pass->max_frames);
   return CAPTURE_TAKEN;
 }
@@ -370,11 +371,14 @@ static bool stack_unchanged_since(const thread_context *context, const vm_thread
          context->stack_generation == generation;
 }
 
+typedef enum { STACK_FOUND, STACK_EMPTY, STACK_NO_MEMORY } stack_result;
+
 // The stack of this wall sample, interned: the one the GVL holder's handler
 // read at the tick, the previous one when the thread has not run since, or
-// the one it has now. Returns false when out of memory.
-static bool wall_stack_for(sonde_run *run, thread_context *context, const vm_thread_info *info, uint64_t run_marker,
-                           bool marker_known, recorder *rec, uint32_t *stack_id) {
+// the one it has now. STACK_EMPTY for a thread with no frame to show (it
+// is ending: its VM stack is gone, yet it may run this very pass).
+static stack_result wall_stack_for(sonde_run *run, thread_context *context, const vm_thread_info *info,
+                                   uint64_t run_marker, bool marker_known, recorder *rec, uint32_t *stack_id) {
   sampling_pass *pass = run->pass;
   uint64_t generation = recorder_generation(rec);
   bool ok;
@@ -389,17 +393,18 @@ static bool wall_stack_for(sonde_run *run, thread_context *context, const vm_thr
     ok = true;
   } else {
     uint32_t depth = stacks_collect(info->handle, pass->frames, pass->max_frames);
+    if (depth == 0) return STACK_EMPTY;
     ok = recorder_intern_stack(rec, pass->frames, depth, stack_id) == 0;
   }
   if (!ok) {
     context->stack_reusable = false;
-    return false;
+    return STACK_NO_MEMORY;
   }
   context->stack_id = *stack_id;
   context->stack_generation = generation;
   context->run_marker = run_marker;
   context->stack_reusable = marker_known && info->state != VM_THREAD_RUNNING;
-  return true;
+  return STACK_FOUND;
 }
 
 static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
@@ -411,6 +416,17 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   bool cpu_from_pass = context->timer == 0;
   bool needs_clock = cpu_from_pass || !info->has_gvl_acquisitions;
   int64_t cpu = needs_clock ? cpu_now(context) : -1;
+  bool marker_known = info->has_gvl_acquisitions || cpu >= 0;
+  uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id, thread_index;
+  stack_result found = wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id);
+  // No frame to show: no sample; its time stays for the next one.
+  if (found == STACK_EMPTY) return;
+  if (found == STACK_NO_MEMORY || !thread_index_for(rec, context, &thread_index)) {
+    pass->dropped_samples++;
+    return;
+  }
   int64_t cpu_delta = 0;
   if (cpu_from_pass) {
     int64_t cpu_before = context->sampled ? context->cpu_ns_at_previous_sample : 0;
@@ -431,15 +447,6 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   if (on_cpu) {
     *someone_on_cpu = true;
     gc_source_note_running_thread(run->gc, context->native_tid);
-  }
-  bool marker_known = info->has_gvl_acquisitions || cpu >= 0;
-  uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
-  recorder *rec = recorder_slots_active(run->slots);
-  uint32_t stack_id, thread_index;
-  if (!wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id) ||
-      !thread_index_for(rec, context, &thread_index)) {
-    pass->dropped_samples++;
-    return;
   }
 
   // One sample per part, all on the stack the thread has now. The sample

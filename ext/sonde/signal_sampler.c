@@ -46,7 +46,9 @@ static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *se
   int32_t kept = vm_capture_own_stack_signal_safe(self_handle, slot->frame_ids, slot->lines,
                                                   capture_buffer_frame_capacity(buffer), &total_depth);
   if (kept == VM_CAPTURE_INCONSISTENT) return false;
-  if (kept == VM_CAPTURE_LATER) {
+  // No frame at all (the VM between two frames: seen on 3.3 on the main
+  // thread) says nothing: the stack is read at recording instead.
+  if (kept == VM_CAPTURE_LATER || kept == 0) {
     slot->flags |= CAPTURE_STACK_LATER;
     return true;
   }
