@@ -139,7 +139,7 @@ static void test_lost_ticks_do_not_stall_sampling(void) {
   CHECK(run.samples >= 600); // two ticks in three give a pass: ~666 at 100 Hz
 }
 
-// As worker.c charges a pass: CPU time when the pass was expected to be
+// As sampling_pass.c charges a pass: CPU time when the pass was expected to be
 // costly, else wall time under a cap.
 static void charge(pacing *pace, int64_t wall, int64_t cpu) {
   int64_t measured_cpu = pacing_wants_cpu_time(pace) ? cpu : -1;

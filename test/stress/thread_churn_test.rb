@@ -7,7 +7,7 @@ require_relative "stress_helper"
 # time, that sleep, compute, allocate, die of an exception or are killed,
 # are created and joined while a long-lived thread burns CPU. The process
 # exits normally; Sonde's count of threads with live state
-# (Sonde.stats[:threads_tracked], the size of thread_context.c's table)
+# (Sonde.stats[:threads_tracked], the size of thread_contexts.c's table)
 # never exceeds the threads alive at once and is back to 1 (main) after the
 # churn; and the long-lived thread's samples keep coming throughout (about
 # one per pass, rate x duration). The same churn without signals too.

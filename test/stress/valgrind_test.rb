@@ -206,7 +206,7 @@ class ValgrindTest < Minitest::Test
 
   # The classifier itself, on made-up errors.
   def test_the_classifier
-    sonde = Frame.new("/x/lib/sonde/native/sonde_native_3_1_2_x86_64_linux_gnu.so", "sample_thread", "thread_context.c", "5")
+    sonde = Frame.new("/x/lib/sonde/native/sonde_native_3_1_2_x86_64_linux_gnu.so", "sample_wall_of_thread", "sampling_pass.c", "5")
     ruby = Frame.new("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", nil, nil, nil)
     libc = Frame.new("/usr/lib/x86_64-linux-gnu/libc.so.6", "write", nil, nil)
     malloc = Frame.new("/usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so", "malloc", nil, nil)
