@@ -11,9 +11,10 @@
 #   crunch and of trivial (samples whose leaf frame is that function);
 #   crunch's share of the two (truth: nearly 1; a profiler that reads the
 #   stack at the next safe point moves crunch's samples to trivial or to
-#   crunch's last line); and how crunch's self weight spreads over its 41
-#   body lines: how many got any, and the share on the last one (the line
-#   that calls trivial).
+#   crunch's last lines); and how crunch's self weight spreads over its 42
+#   lines after the def: how many got any, and the share on the last two
+#   (the call to trivial and the method's end, where a safe-point reader
+#   stacks them).
 # - bursty_threads: 3 threads each burn 3 ms of CPU in `burst`, then sleep
 #   7 ms. Counted over the samples of those threads (stacks through
 #   `bursty`, the method each thread runs, so no thread labels are needed):
@@ -106,12 +107,14 @@ module SondeBench
     def straight_line(view, facts)
       crunch = self_weight(view, CRUNCH)
       trivial = self_weight(view, TRIVIAL)
-      body = ((facts.fetch("crunch_first_line") + 1)..facts.fetch("crunch_last_line"))
+      call_line = facts.fetch("crunch_call_line")
+      end_line = facts.fetch("crunch_end_line")
+      body = ((facts.fetch("crunch_first_line") + 1)..end_line)
       lines = view.self_lines(CRUNCH).select { |line, _| body.cover?(line) }
       in_body = lines.values.sum
       { crunch_self: crunch, trivial_self: trivial, crunch_share: ratio(crunch, crunch + trivial),
         lines_hit: lines.count { |_, weight| weight.positive? }, body_lines: body.size,
-        last_line_share: ratio(lines.fetch(body.last, 0), in_body) }
+        last_line_share: ratio(lines.fetch(call_line, 0) + lines.fetch(end_line, 0), in_body) }
     end
 
     def bursty_threads(view, facts)

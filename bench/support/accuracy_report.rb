@@ -30,13 +30,13 @@ module SondeBench
         ends by calling `trivial`, which does nothing, so nearly all CPU is crunch's own. "crunch
         share": crunch's self weight (samples whose leaf frame is crunch) over crunch's plus
         trivial's; a profiler that reads the stack at the next safe point gets the call to
-        `trivial` instead, near 0. "lines with samples": how many of crunch's 41 body lines got
-        any of its self weight (spread over the method, or stacked on one line); "on the last
-        line": the share of crunch's self weight on its last line, the call to `trivial` (a
-        spread profile gives it about 1/41 = 2.4%). StackProf's lines come from its per-line
-        self counts (its raw stacks have no lines).
+        `trivial` instead, near 0. "lines with samples": how many of crunch's 42 lines after its
+        def got any of its self weight (spread over the method, or stacked on one line); "on the
+        last lines": the share of crunch's self weight on its last two lines, the call to
+        `trivial` and the method's `end` (a spread profile gives them about 2/42 = 5%).
+        StackProf's lines come from its per-line self counts (its raw stacks have no lines).
 
-        | Ruby | profiler | weight | crunch share | lines with samples (of 41) | on the last line |
+        | Ruby | profiler | weight | crunch share | lines with samples (of 42) | on the last lines |
         |---|---|---|---|---|---|
         #{straight_line_rows.join("\n")}
 

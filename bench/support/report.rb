@@ -393,9 +393,9 @@ module SondeBench
     # Sonde against StackProf's cpu mode, on each Ruby; 100 Hz is the target,
     # 1000 Hz is shown beside it.
     def cpu_over_stackprof_targets
-      @rubies.flat_map do |ruby|
+      @rubies.map(&:series).flat_map do |ruby|
         [100, 1000].filter_map do |rate|
-          next unless [%w[sonde], %w[stackprof-cpu]].all? { |(name)| @overhead.profiled_runs("cpu", ruby, name, rate)&.any? }
+          next unless %w[sonde stackprof-cpu].all? { |name| @overhead.profiled_runs("cpu", ruby, name, rate)&.any? }
 
           sonde = @overhead.best_of("cpu", ruby, "sonde", rate, :cpu)
           peer = @overhead.best_of("cpu", ruby, "stackprof-cpu", rate, :cpu)
@@ -408,7 +408,7 @@ module SondeBench
                       "StackProf's (best-of #{ratio_value(sonde.min_ratio)} vs #{ratio_value(peer.min_ratio)}; p25 " \
                       "#{ratio_value(sonde.p25_ratio)} vs #{ratio_value(peer.p25_ratio)})."
           end
-          target = rate == 100 ? "≤ StackProf cpu's + 0.5% (Ruby #{ruby})" : "(Ruby #{ruby}, 1000 Hz, for reference)"
+          target = rate == 100 ? "≤ StackProf cpu's + 0.5% (Ruby #{ruby})" : "(Ruby #{ruby}, for reference)"
           "| cpu workload process CPU at #{rate} Hz #{target} | Sonde #{best_of(sonde)}, StackProf cpu " \
             "#{best_of(peer)}: #{excess >= 0 ? "+" : ""}#{percent(excess, 2)} | #{rate == 100 ? yes(met) : "–"} |"
         end
