@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -54,6 +55,9 @@ static void install_handler(void) {
   sigaction(SIGPROF, &action, NULL);
 }
 
+// Set by test/stress/valgrind_test.rb, which runs this binary under memcheck.
+static int signals_are_delayed(void) { return getenv("SONDE_TEST_UNDER_VALGRIND") != NULL; }
+
 static int64_t own_cpu_ns(void) { return clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 static volatile uint64_t burned;
@@ -81,8 +85,11 @@ static void test_a_burning_thread_is_signalled_after_its_own_cpu_time(void) {
 
   // About used / interval signals: the kernel checks at its tick, so at most
   // one per tick whatever the interval, and the first falls at a random
-  // point of the first interval.
-  CHECK(hits >= used / INTERVAL_NS / 2);
+  // point of the first interval. Under valgrind, which hands a signal to the
+  // program only when it next schedules the thread, expirations that pile up
+  // meanwhile merge into one (the timer's overrun), so only the upper bound
+  // and a looser carried total hold there.
+  CHECK(hits >= (signals_are_delayed() ? 1 : used / INTERVAL_NS / 2));
   CHECK(hits <= used / INTERVAL_NS + 2);
   CHECK_EQ_INT(wrong_thread, 0);
   // The CPU the signals carried is the thread's CPU, to within one interval
@@ -90,7 +97,7 @@ static void test_a_burning_thread_is_signalled_after_its_own_cpu_time(void) {
   // before the arming; what ran after the last one is not carried).
   int64_t error = carried_ns - used;
   if (error < 0) error = -error;
-  CHECK(error <= 2 * INTERVAL_NS);
+  CHECK(error <= (signals_are_delayed() ? used / 2 : 2 * INTERVAL_NS));
   cpu_timer_stats stats = cpu_timers_stats(timers);
   CHECK_EQ_INT(stats.live, 0);
   CHECK(stats.committed >= (uint64_t)hits);
