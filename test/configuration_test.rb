@@ -52,11 +52,11 @@ class ConfigurationTest < Minitest::Test
       "SONDE_RATE" => ["fast", /SONDE_RATE="fast": rate must be an Integer from 1 to 5000/],
       "SONDE_MAX_FRAMES" => ["-3", /SONDE_MAX_FRAMES="-3": max_frames must be an Integer from 1 to 10000/],
       "SONDE_OVERHEAD_TARGET" => ["50", /SONDE_OVERHEAD_TARGET="50": overhead_target must be a number above 0 and at most 20/],
-      "SONDE_GC" => ["maybe", /SONDE_GC="maybe": expected one of 1, true, yes, on, 0, false, no, off/],
+      "SONDE_GC" => ["maybe", /SONDE_GC="maybe": gc must be true or false \(expected one of 1, true, yes, on, 0, false, no, off\)/],
       "SONDE_NO_SIGNALS" => ["2", /SONDE_NO_SIGNALS="2": expected one of/],
       "SONDE_EVERY" => ["0", /SONDE_EVERY="0": every must be a number of seconds from 1 to 3600/],
-      "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT="ftp:\/\/x": export must be one or more of dir:PATH, pyroscope:URL, datadog:URL/],
-      "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be "key:value,key:value"/],
+      "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT: "ftp:\/\/x" is not accepted: unknown exporter "ftp"; accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL/],
+      "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be .*"key:value,key:value" \("team" is not key:value\)/],
     }.each do |variable, (value, message)|
       error = assert_raises(Sonde::ArgumentError, variable) { options({ variable => value }) }
       assert_match message, error.message, variable
@@ -66,7 +66,8 @@ class ConfigurationTest < Minitest::Test
   def test_bad_keywords_are_named
     {
       { every: 0 } => /every must be a number of seconds from 1 to 3600, got 0/,
-      { export: "s3:bucket" } => /export must be one or more of dir:PATH/,
+      { export: "s3:bucket" } => /\Aexport: "s3:bucket" is not accepted: unknown exporter "s3"; accepted: one or more of dir:PATH/,
+      { export: [] } => /export must be one or more of dir:PATH/,
       { service: "" } => /service must be a non-empty String/,
       { tags: { "a" => 1 } } => /tags must be a Hash of String\/Symbol => String/,
       { continuous: "yes" } => /continuous must be true or false/,

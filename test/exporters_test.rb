@@ -2,6 +2,7 @@
 
 require_relative "support/test_helper"
 require_relative "support/http_test_server"
+require_relative "support/exporter_test_helpers"
 require "sonde/exporters"
 
 # The exporters of continuous mode: what each sends, checked as the real
@@ -10,85 +11,7 @@ require "sonde/exporters"
 class ExportersTest < Minitest::Test
   include SondeTestHelper
 
-  # Small timeouts keep the failure tests quick; the code paths are the same.
-  TIMEOUT = 0.3
-  TAGS = { "service" => "shop", "env" => "prod", "version" => "1.2", "host" => "web-1", "pid" => "4242",
-           "runtime_version" => RUBY_VERSION, "sonde_version" => Sonde::VERSION, "team.name" => "core" }.freeze
-  START = Time.utc(2024, 5, 6, 7, 8, 9)
-  PERIOD = 60
-
-  # A real profile, made once by profiling a few milliseconds of work in a
-  # child process (signals and sampling threads stay out of the test runner).
-  def self.pprof_bytes
-    @pprof_bytes ||= begin
-      script = 'p = Sonde.profile { x = 0; t = Time.now; x += 1 while Time.now - t < 0.05 }; ' \
-               '$stdout.binmode; $stdout.write(p.pprof)'
-      out, err, status = Open3.capture3(RbConfig.ruby, "-I#{SondeTestHelper::LIB}", "-rsonde", "-e", script,
-                                        binmode: true)
-      raise "could not make a profile: #{err}" unless status.success?
-
-      out.b.freeze
-    end
-  end
-
-  def setup
-    @servers = []
-    @exporters = []
-  end
-
-  def teardown
-    @exporters.each { |exporter| exporter.shutdown(timeout: 0.1) }
-    @servers.each(&:stop)
-  end
-
-  def profile(start: START, tags: TAGS)
-    Sonde::ExportedProfile.new(pprof: self.class.pprof_bytes, start_time: start, end_time: start + PERIOD, tags: tags)
-  end
-
-  def server(status: 200)
-    HttpTestServer.new(status: status).tap { |s| @servers << s }
-  end
-
-  def exporters(spec, **settings)
-    Sonde::Exporters.parse(spec, service: "shop", timeout: TIMEOUT, **settings).tap { |list| @exporters.concat(list) }
-  end
-
-  def exporter(spec, **settings)
-    exporters(spec, **settings).first
-  end
-
-  # A port nothing listens on: bound, then closed.
-  def closed_port
-    probe = TCPServer.new("127.0.0.1", 0)
-    probe.addr[1]
-  ensure
-    probe&.close
-  end
-
-  def wait_until(timeout: 5)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    until yield
-      return false if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-
-      sleep 0.01
-    end
-    true
-  end
-
-  def settled?(exporter, count)
-    stats = exporter.stats
-    stats[:exported] + stats[:failed] >= count
-  end
-
-  def assert_decodes(bytes)
-    decoded = Sonde::Pprof.decode(bytes)
-    assert_equal Sonde::Pprof.decode(self.class.pprof_bytes).samples.size, decoded.samples.size
-    assert decoded.value_index("cpu-time"), "the profile lost its sample types"
-  end
-
-  def monotonic_now
-    Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  end
+  include ExporterTestHelpers
 
   # --- parse -----------------------------------------------------------------
 
@@ -110,7 +33,8 @@ class ExportersTest < Minitest::Test
       "ftp://host" => /unknown exporter "ftp"/,
       "pyroscope:ftp://host" => /scheme must be http or https/,
       "datadog:http://" => /no host/,
-      "pyroscope:http://h/x?y=1" => /query/,
+      "pyroscope:http://h/x?y=1" => /unknown option "y" for pyroscope: its options are timeout, token, basic_auth, tenant, queue_size, max_attempts/,
+      "pyroscope:http://h/x#top" => /fragment/,
       "dir:" => /directory is missing/,
       "dir:/proc/sonde/x" => /cannot create directory/,
       "dir:/tmp,,datadog:http://h" => /empty entry/
@@ -133,10 +57,12 @@ class ExportersTest < Minitest::Test
       { queue_size: "4" } => /queue_size must be an Integer from 1 to 1000.*"4" \(String\)/,
       { max_attempts: 11 } => /max_attempts must be an Integer from 1 to 10/,
       { service: "" } => /service must be a non-empty String/,
-      { auth: { basic: "no-colon" } } => /auth :basic is not acceptable.*accepted: \{basic: "user:password"\}/,
-      { auth: { password: "x" } } => /auth must be a Hash with one key/,
+      { basic_auth: "no-colon" } => /basic_auth must be "user:password".*got \(hidden, String\)/,
+      { token: "" } => /token must be a non-empty String.*got \(hidden, String\)/,
+      { token: "a", basic_auth: "b:c" } => /token and basic_auth cannot both be given/,
+      { max_bytes: 0 } => /max_bytes must be a positive Integer of bytes/,
       { tenant: "a\nb" } => /tenant must be a non-empty String without control characters/,
-      { colour: :blue } => /unknown exporter option :colour; accepted: :service, :keep, :timeout/
+      { colour: :blue } => /unknown exporter option :colour; accepted: :keep, :max_bytes, :timeout/
     }.each do |settings, message|
       error = assert_raises(Sonde::ArgumentError, settings.inspect) { Sonde::Exporters.parse("datadog:http://h", **settings) }
       assert_match message, error.message
@@ -145,11 +71,11 @@ class ExportersTest < Minitest::Test
 
   # --- directory ---------------------------------------------------------------
 
-  def test_directory_writes_named_files_and_keeps_the_newest_of_this_service
+  def test_directory_writes_named_files_and_keeps_the_newest_of_this_process
     Dir.mktmpdir do |dir|
       File.write(File.join(dir, "shop-worker-1-20240101T000000Z.pprof"), "another service")
       File.write(File.join(dir, "notes.txt"), "not a profile")
-      old = File.join(dir, "shop-1-20200101T000000Z.pprof") # this service, another process, older
+      old = File.join(dir, "shop-1-20200101T000000Z.pprof") # this service, another process, older: kept
       File.write(old, "old")
       File.utime(Time.now - 3600, Time.now - 3600, old)
       writer = exporter("dir:#{dir}", keep: 3)
@@ -161,7 +87,8 @@ class ExportersTest < Minitest::Test
       kept = Dir.children(dir).sort
       expected = ["shop-#{Process.pid}-#{stamp[START]}-2.pprof", "shop-#{Process.pid}-#{stamp[START + 1]}.pprof",
                   "shop-#{Process.pid}-#{stamp[START + 1]}-2.pprof"]
-      assert_equal (expected + ["notes.txt", "shop-worker-1-20240101T000000Z.pprof"]).sort, kept
+      assert_equal (expected + ["notes.txt", "shop-1-20200101T000000Z.pprof", "shop-worker-1-20240101T000000Z.pprof"]).sort,
+                   kept
       expected.each { |name| assert_decodes(File.binread(File.join(dir, name))) }
     end
   end
@@ -243,9 +170,11 @@ class ExportersTest < Minitest::Test
 
   def test_pyroscope_auth_and_tenant
     target = server(status: 200)
-    basic = exporter("pyroscope:#{target.url}/pyroscope/", auth: { basic: "bob:pa:ss" }, tenant: "team-a")
+    # The entry's own options (the SONDE_EXPORT syntax, %XX-decoded), and
+    # the Hash form.
+    basic = exporter("pyroscope:#{target.url}/pyroscope/?basic_auth=bob:pa%3Ass&tenant=team-a")
     basic.export(profile)
-    token = exporter("pyroscope:#{target.url}", auth: { token: "t0ken" })
+    token = exporter([{ kind: :pyroscope, url: target.url, token: "t0ken" }])
     token.export(profile)
     in_url = exporter("pyroscope:http://alice:p%40ss@127.0.0.1:#{target.port}")
     in_url.export(profile)

@@ -6,8 +6,11 @@
 // Sample types, in the recorder's value order: cpu-time (nanoseconds),
 // cpu-samples (count), wall-time (nanoseconds), wall-samples (count), and
 // where the VM times GVL waits (Ruby 3.3+) gvl-wait-time (nanoseconds): the
-// part of wall-time the thread spent ready to run, queued for the GVL. Labels: "thread id" (number),
-// "thread name" and "state" (strings).
+// part of wall-time the thread spent ready to run, queued for the GVL.
+// Labels: "thread id" (number), "thread name" and "state" (strings), and on
+// GC samples "gc type" and "gc reason". The names are profile_names.h's.
+// The caller's comments (continuous mode's tags, "service=web") go into
+// the profile's comment field.
 #include "profile_export.h"
 
 #include <ruby/encoding.h>
@@ -15,6 +18,7 @@
 #include <ruby/thread.h>
 
 #include "pprof.h"
+#include "profile_names.h"
 #include "stacks.h"
 #include "thread_states.h"
 #include "vm.h"
@@ -22,6 +26,7 @@
 typedef struct {
   const recorder *rec;
   const profile_export_times *times;
+  VALUE comments; // nil or an Array of Strings, checked by profile_export_check_comments
   pprof_builder *builder;
   st_table *function_ids;  // frame_id -> pprof function id
   uint64_t *location_ids;  // recorder location index -> pprof location id
@@ -75,23 +80,23 @@ static uint64_t function_for(export_run *run, uint64_t frame_id) {
 
 static void add_header(export_run *run) {
   pprof_builder *builder = run->builder;
-  check(pprof_add_sample_type(builder, "cpu-time", "nanoseconds") == 0);
-  check(pprof_add_sample_type(builder, "cpu-samples", "count") == 0);
-  check(pprof_add_sample_type(builder, "wall-time", "nanoseconds") == 0);
-  check(pprof_add_sample_type(builder, "wall-samples", "count") == 0);
+  check(pprof_add_sample_type(builder, PROFILE_TYPE_CPU_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
+  check(pprof_add_sample_type(builder, PROFILE_TYPE_CPU_SAMPLES, PROFILE_UNIT_COUNT) == 0);
+  check(pprof_add_sample_type(builder, PROFILE_TYPE_WALL_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
+  check(pprof_add_sample_type(builder, PROFILE_TYPE_WALL_SAMPLES, PROFILE_UNIT_COUNT) == 0);
   run->value_count = RECORDER_GVL_WAIT_NS;
   if (vm_times_gvl_waits()) {
-    check(pprof_add_sample_type(builder, "gvl-wait-time", "nanoseconds") == 0);
+    check(pprof_add_sample_type(builder, PROFILE_TYPE_GVL_WAIT_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
     run->value_count = RECORDER_GVL_WAIT_NS + 1;
   }
-  check(pprof_set_period(builder, "wall-time", "nanoseconds", run->times->period_ns) == 0);
-  check(pprof_set_default_sample_type(builder, "cpu-time") == 0);
+  check(pprof_set_period(builder, PROFILE_TYPE_WALL_TIME, PROFILE_UNIT_NANOSECONDS, run->times->period_ns) == 0);
+  check(pprof_set_default_sample_type(builder, PROFILE_TYPE_CPU_TIME) == 0);
   pprof_set_time(builder, run->times->start_epoch_ns, run->times->duration_ns);
-  run->label_thread_id = pprof_cstring(builder, "thread id");
-  run->label_thread_name = pprof_cstring(builder, "thread name");
-  run->label_state = pprof_cstring(builder, "state");
-  run->label_gc_type = pprof_cstring(builder, "gc type");
-  run->label_gc_reason = pprof_cstring(builder, "gc reason");
+  run->label_thread_id = pprof_cstring(builder, PROFILE_LABEL_THREAD_ID);
+  run->label_thread_name = pprof_cstring(builder, PROFILE_LABEL_THREAD_NAME);
+  run->label_state = pprof_cstring(builder, PROFILE_LABEL_STATE);
+  run->label_gc_type = pprof_cstring(builder, PROFILE_LABEL_GC_TYPE);
+  run->label_gc_reason = pprof_cstring(builder, PROFILE_LABEL_GC_REASON);
   check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0 && run->label_gc_type > 0 &&
         run->label_gc_reason > 0);
 }
@@ -149,6 +154,14 @@ static void add_samples(export_run *run) {
   }
 }
 
+static void add_comments(export_run *run) {
+  if (NIL_P(run->comments)) return;
+  for (long i = 0; i < RARRAY_LEN(run->comments); i++) {
+    VALUE comment = RARRAY_AREF(run->comments, i);
+    check(pprof_add_comment(run->builder, RSTRING_PTR(comment)) == 0);
+  }
+}
+
 static VALUE build(VALUE arg) {
   export_run *run = (export_run *)arg;
   run->builder = pprof_builder_new();
@@ -158,6 +171,7 @@ static VALUE build(VALUE arg) {
   add_locations(run);
   add_thread_names(run);
   add_samples(run);
+  add_comments(run);
   // The expensive part (serializing and gzip) is pure C on the builder's
   // own copies: let the application run meanwhile.
   rb_thread_call_without_gvl(encode_without_gvl, run, NULL, NULL);
@@ -178,7 +192,44 @@ static VALUE release(VALUE arg) {
   return Qnil;
 }
 
-VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times) {
-  export_run run = {.rec = rec, .times = times};
+void profile_export_check_comments(VALUE comments) {
+  if (NIL_P(comments)) return;
+  Check_Type(comments, T_ARRAY);
+  for (long i = 0; i < RARRAY_LEN(comments); i++) {
+    VALUE comment = RARRAY_AREF(comments, i);
+    Check_Type(comment, T_STRING);
+    StringValueCStr(comment); // raises ArgumentError on an embedded NUL
+  }
+}
+
+VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments) {
+  export_run run = {.rec = rec, .times = times, .comments = comments};
   return rb_ensure(build, (VALUE)&run, release, (VALUE)&run);
+}
+
+static VALUE frozen_pair_hash(const char *const pairs[][2], size_t count) {
+  VALUE hash = rb_hash_new();
+  for (size_t i = 0; i < count; i++) {
+    rb_hash_aset(hash, ID2SYM(rb_intern(pairs[i][0])), rb_obj_freeze(rb_str_new_cstr(pairs[i][1])));
+  }
+  return rb_obj_freeze(hash);
+}
+
+VALUE profile_export_names(void) {
+  static const char *const types[][2] = {
+      {"cpu_time", PROFILE_TYPE_CPU_TIME},       {"cpu_samples", PROFILE_TYPE_CPU_SAMPLES},
+      {"wall_time", PROFILE_TYPE_WALL_TIME},     {"wall_samples", PROFILE_TYPE_WALL_SAMPLES},
+      {"gvl_wait_time", PROFILE_TYPE_GVL_WAIT_TIME},
+  };
+  static const char *const units[][2] = {{"nanoseconds", PROFILE_UNIT_NANOSECONDS}, {"count", PROFILE_UNIT_COUNT}};
+  static const char *const labels[][2] = {
+      {"thread_id", PROFILE_LABEL_THREAD_ID}, {"thread_name", PROFILE_LABEL_THREAD_NAME},
+      {"state", PROFILE_LABEL_STATE},         {"gc_type", PROFILE_LABEL_GC_TYPE},
+      {"gc_reason", PROFILE_LABEL_GC_REASON},
+  };
+  VALUE names = rb_hash_new();
+  rb_hash_aset(names, ID2SYM(rb_intern("sample_types")), frozen_pair_hash(types, sizeof(types) / sizeof(types[0])));
+  rb_hash_aset(names, ID2SYM(rb_intern("units")), frozen_pair_hash(units, sizeof(units) / sizeof(units[0])));
+  rb_hash_aset(names, ID2SYM(rb_intern("labels")), frozen_pair_hash(labels, sizeof(labels) / sizeof(labels[0])));
+  return rb_obj_freeze(names);
 }

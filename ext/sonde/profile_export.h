@@ -14,8 +14,18 @@ typedef struct {
   int64_t period_ns; // the sampling interval asked for
 } profile_export_times;
 
-// Returns the gzip'd pprof bytes as a binary String. Needs the GVL: frames
-// are named through the VM. Raises NoMemoryError when out of memory.
-VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times);
+// Raises TypeError or ArgumentError unless comments is nil or an Array of
+// Strings without NUL bytes. Called before sampling is halted, so that a
+// bad argument cannot cost the profile.
+void profile_export_check_comments(VALUE comments);
+
+// Returns the gzip'd pprof bytes as a binary String, with comments (nil or
+// an Array of Strings, already checked) in its comment field. Needs the GVL:
+// frames are named through the VM. Raises NoMemoryError when out of memory.
+VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments);
+
+// The frozen Hash {sample_types: {cpu_time: "cpu-time", ...}, units: {...},
+// labels: {thread_id: "thread id", ...}} of profile_names.h.
+VALUE profile_export_names(void);
 
 #endif

@@ -212,12 +212,30 @@ static VALUE start_protected(VALUE arg) {
   return Qnil;
 }
 
-// Native.start(rate_hz, max_frames, use_signals, overhead_target_percent, record_gc) -> true
-static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_signals, VALUE overhead_target,
-                          VALUE record_gc) {
-  long rate_hz = NUM2LONG(rate);
-  long frames = NUM2LONG(max_frames);
-  double target = NUM2DBL(overhead_target);
+// settings[key], or ArgumentError naming the key: Options#native_settings
+// always gives every key, so a missing one is a bug on the Ruby side.
+static VALUE setting(VALUE settings, const char *key) {
+  VALUE value = rb_hash_lookup2(settings, ID2SYM(rb_intern(key)), Qundef);
+  if (value == Qundef) rb_raise(rb_eArgError, "sonde: Native.start settings lack :%s", key);
+  return value;
+}
+
+static bool boolean_setting(VALUE settings, const char *key) {
+  VALUE value = setting(settings, key);
+  if (value != Qtrue && value != Qfalse) rb_raise(rb_eTypeError, "sonde: Native.start setting :%s must be true or false", key);
+  return value == Qtrue;
+}
+
+// Native.start(settings) -> true. settings: the frozen Hash of
+// Options#native_settings: {rate:, max_frames:, signals:, overhead_target:, gc:}.
+static VALUE native_start(VALUE self, VALUE settings_hash) {
+  Check_Type(settings_hash, T_HASH);
+  if (!RB_OBJ_FROZEN(settings_hash)) rb_raise(rb_eArgError, "sonde: Native.start takes a frozen settings Hash");
+  long rate_hz = NUM2LONG(setting(settings_hash, "rate"));
+  long frames = NUM2LONG(setting(settings_hash, "max_frames"));
+  double target = NUM2DBL(setting(settings_hash, "overhead_target"));
+  bool use_signals = boolean_setting(settings_hash, "signals");
+  bool record_gc = boolean_setting(settings_hash, "gc");
   if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
   if (!(target > 0 && target <= 100)) rb_raise(rb_eArgError, "overhead_target out of range");
@@ -225,8 +243,8 @@ static VALUE native_start(VALUE self, VALUE rate, VALUE max_frames, VALUE use_si
   run_settings settings = {
       .interval_ns = NANOS_PER_SECOND / rate_hz,
       .max_frames = (uint32_t)frames,
-      .use_signals = RTEST(use_signals),
-      .record_gc = RTEST(record_gc),
+      .use_signals = use_signals,
+      .record_gc = record_gc,
       .overhead_target_percent = target,
   };
 
@@ -267,7 +285,7 @@ static VALUE stats_hash(const profiler_state *state) {
   return hash;
 }
 
-static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export) {
+static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export, VALUE comments) {
   profile_export_times times = {
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,
@@ -278,15 +296,19 @@ static VALUE period_result(const profiler_state *state, const recorder_period *p
   rb_hash_aset(result, ID2SYM(rb_intern("failure")), sampling_pass_failure(state->run.pass));
   rb_hash_aset(result, ID2SYM(rb_intern("start_epoch_ns")), LL2NUM(times.start_epoch_ns));
   rb_hash_aset(result, ID2SYM(rb_intern("duration_ns")), LL2NUM(times.duration_ns));
-  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(period->rec, &times) : Qnil);
+  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(period->rec, &times, comments) : Qnil);
   return result;
 }
 
-// Native.stop(export) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
+// Native.stop(export, comments = nil) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
 // The profile covers the time since the last flush (or the start). With
 // export false, pprof is nil: the samples are dropped unencoded (a forked
-// child discarding what it inherited from its parent).
-static VALUE native_stop(VALUE self, VALUE export) {
+// child discarding what it inherited from its parent). comments: nil or an
+// Array of Strings, written into the profile's comments.
+static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
+  VALUE export, comments;
+  rb_scan_args(argc, argv, "11", &export, &comments);
+  profile_export_check_comments(comments); // before anything is halted
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   halt_sampling(state);
@@ -297,7 +319,7 @@ static VALUE native_stop(VALUE self, VALUE export) {
   VALUE holder = profiler_holder;
   profiler_holder = Qnil;
   recorder_period period = recorder_slots_final_period(state->run.slots, end);
-  VALUE result = period_result(state, &period, RTEST(export));
+  VALUE result = period_result(state, &period, RTEST(export), comments);
   // Free now rather than at the holder's collection: a profile can be large.
   RTYPEDDATA_DATA(holder) = NULL;
   free_profiler(state);
@@ -308,11 +330,12 @@ static VALUE native_stop(VALUE self, VALUE export) {
 typedef struct {
   profiler_state *state;
   recorder_period period;
+  VALUE comments;
 } flush_run;
 
 static VALUE export_flushed_period(VALUE arg) {
   flush_run *run = (flush_run *)arg;
-  return period_result(run->state, &run->period, true);
+  return period_result(run->state, &run->period, true, run->comments);
 }
 
 static VALUE finish_flush(VALUE arg) {
@@ -321,17 +344,20 @@ static VALUE finish_flush(VALUE arg) {
   return Qnil;
 }
 
-// Native.flush -> same as stop, for the period since the previous flush,
-// while sampling goes on into the other recorder. The encoding runs with
-// the GVL released (see profile_export.c).
-static VALUE native_flush(VALUE self) {
+// Native.flush(comments = nil) -> same as stop, for the period since the
+// previous flush, while sampling goes on into the other recorder. The
+// encoding runs with the GVL released (see profile_export.c).
+static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
+  VALUE comments;
+  rb_scan_args(argc, argv, "01", &comments);
+  profile_export_check_comments(comments);
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   // The CPU samples captured so far belong to the period that ends now.
   if (!state->halted) sampling_pass_record_captures(&state->run, false);
   // We hold the GVL, and every pass runs with it: no pass is half-way
   // through the recorder we take away.
-  flush_run run = {.state = state};
+  flush_run run = {.state = state, .comments = comments};
   if (!recorder_slots_begin_flush(state->run.slots, clocks_monotonic_ns(), &run.period)) {
     rb_raise(error_class("StateError"), "a flush is already in progress");
   }
@@ -408,6 +434,7 @@ static void halt_at_exit(VALUE unused) {
 // threads and in the kernel; Process._fork's hook then drops the run.
 static void forget_run_after_fork(void) {
   signals_reset_in_forked_child();
+  vm_forget_after_fork();
   profiler_state *state = current_state();
   if (state == NULL) return;
   // Every source, started or not: the fork may have come while another
@@ -423,9 +450,9 @@ void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
   pthread_atfork(NULL, NULL, forget_run_after_fork);
   rb_set_end_proc(halt_at_exit, Qnil);
-  rb_define_module_function(native, "start", native_start, 5);
-  rb_define_module_function(native, "stop", native_stop, 1);
-  rb_define_module_function(native, "flush", native_flush, 0);
+  rb_define_module_function(native, "start", native_start, 1);
+  rb_define_module_function(native, "stop", native_stop, -1);
+  rb_define_module_function(native, "flush", native_flush, -1);
   rb_define_module_function(native, "ignore_thread", native_ignore_thread, 1);
   rb_define_module_function(native, "own_threads", native_own_threads, 0);
   rb_define_module_function(native, "running?", native_running_p, 0);
@@ -433,4 +460,6 @@ void profiler_define_methods(VALUE native) {
   rb_define_module_function(native, "stats", native_stats, 0);
   rb_define_module_function(native, "failure", native_failure, 0);
   rb_define_module_function(native, "give_up_signals", native_give_up_signals, 0);
+  // The sample-type, unit and label names profiles carry (profile_names.h).
+  rb_define_const(native, "PROFILE_NAMES", profile_export_names());
 }

@@ -19,8 +19,10 @@
 static signals_callback sampling_callback; // atomic
 
 // Set by the trigger thread when it finds that another library replaced the
-// sampling handler while Sonde ran; cleared when the handler is installed.
-static volatile bool sampling_handler_lost;
+// sampling handler while Sonde ran, and by signals_give_up (a Ruby thread,
+// under send_lock); cleared when the handler is installed, before the
+// trigger exists. Atomic: read without the lock on both kinds of thread.
+static bool sampling_handler_lost;
 
 // Handlers running now, on any thread.
 static unsigned handlers_running;
@@ -90,7 +92,7 @@ sonde_status signals_install_sampling_handler(signals_callback on_signal, char *
     return SONDE_SIGNAL_CONFLICT;
   }
   __atomic_store_n(&sampling_callback, on_signal, __ATOMIC_SEQ_CST);
-  sampling_handler_lost = false;
+  __atomic_store_n(&sampling_handler_lost, false, __ATOMIC_SEQ_CST);
   if (!install(sampling_handler)) {
     snprintf(error, error_size, "could not install the SIGPROF handler: %s", strerror(errno));
     return SONDE_SIGNAL_FAILED;
@@ -99,7 +101,7 @@ sonde_status signals_install_sampling_handler(signals_callback on_signal, char *
 }
 
 bool signals_sampling_handler_in_place(void) {
-  if (sampling_handler_lost) return false;
+  if (__atomic_load_n(&sampling_handler_lost, __ATOMIC_SEQ_CST)) return false;
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
       current.sa_sigaction == sampling_handler) {
@@ -108,11 +110,11 @@ bool signals_sampling_handler_in_place(void) {
   // Taken over (or unreadable, which cannot be told apart from it): a signal
   // sent now could land in someone else's handler, or kill the process if
   // they reset SIGPROF to its default.
-  sampling_handler_lost = true;
+  __atomic_store_n(&sampling_handler_lost, true, __ATOMIC_SEQ_CST);
   return false;
 }
 
-bool signals_sampling_handler_lost(void) { return sampling_handler_lost; }
+bool signals_sampling_handler_lost(void) { return __atomic_load_n(&sampling_handler_lost, __ATOMIC_SEQ_CST); }
 
 void signals_install_empty_handler(void) {
   // First, whatever the disposition: a library that took SIGPROF over may
@@ -146,7 +148,7 @@ signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread) {
 
 void signals_give_up(void) {
   pthread_mutex_lock(&send_lock);
-  sampling_handler_lost = true;
+  __atomic_store_n(&sampling_handler_lost, true, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&send_lock);
 }
 
@@ -155,4 +157,10 @@ void signals_warn_handler_lost(void) {
                   "sends no more signals and samples as in no-signals mode until it stops\n");
 }
 
-void signals_reset_in_forked_child(void) { pthread_mutex_init(&send_lock, NULL); }
+// The lock may have been held, and handlers counted as running, by threads
+// that do not exist in the child: left as they were, halting the child's
+// run would wait forever for handlers that will never return.
+void signals_reset_in_forked_child(void) {
+  pthread_mutex_init(&send_lock, NULL);
+  __atomic_store_n(&handlers_running, 0, __ATOMIC_SEQ_CST);
+}

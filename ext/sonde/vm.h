@@ -131,6 +131,10 @@ bool vm_thread_start_location(const void *handle, char *out, size_t size);
 void vm_begin_run(void);
 void vm_end_run(void);
 
+// In a forked child (pthread_atfork): forget what other threads, which do
+// not exist in the child, held in the backend's own state.
+void vm_forget_after_fork(void);
+
 // Describes one Ruby thread as vm_each_thread would. Needs the GVL.
 // Returns false when the thread has no native thread (not started, ended).
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info);

@@ -481,6 +481,9 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "lines are ints");
 static VALUE depth_count_scratch[DEPTH_COUNT_LIMIT];
 static int depth_count_busy;
 
+// A handler of another thread may have held the scratch at the fork.
+void vm_forget_after_fork(void) { __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE); }
+
 // The whole depth of a stack of which `kept` frames were read, or 0 when
 // unknown. thread is Qnil for the calling thread's own stack.
 static uint32_t count_depth(VALUE thread, uint32_t kept, uint32_t max_frames) {

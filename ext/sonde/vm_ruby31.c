@@ -376,3 +376,6 @@ bool vm_postponed_job_prepare(void (*job)(void *unused)) {
 bool vm_postponed_job_trigger_signal_safe(void) {
   return sampling_job != NULL && rb_postponed_job_register_one(0, sampling_job, NULL) != 0;
 }
+
+// Nothing of this backend's is held across a handler.
+void vm_forget_after_fork(void) {}

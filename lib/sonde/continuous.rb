@@ -8,15 +8,19 @@ module Sonde
   # profile every `every` seconds and hands it to the exporters, while
   # sampling goes on. A last flush happens at stop (and so at exit). The
   # flusher never raises into the application: a failed flush or export is
-  # counted and warned about once.
+  # counted and warned about once. The profile's tags go into the pprof as
+  # comments ("service=web", `go tool pprof -comments` lists them), written
+  # by the encoder at the flush, and to the exporters beside it.
   #
   # Runs on the flusher thread; start/stop on the caller's thread.
   class Continuous
     attr_reader :exporters, :flushes, :errors
 
-    def initialize(options, exporters)
+    # session: the Sonde::Session whose run this flushes.
+    def initialize(options, exporters, session)
       @options = options
       @exporters = exporters
+      @session = session
       @flushes = 0
       @errors = 0
       @thread = nil
@@ -36,10 +40,11 @@ module Sonde
     end
 
     # Exports what was recorded since the last flush (the profile Sonde.stop
-    # returns) and waits, at most `timeout` seconds, for the exporters.
-    def finish(profile, timeout: SHUTDOWN_SECONDS)
+    # returns, encoded with tags) and waits, at most `timeout` seconds, for
+    # the exporters.
+    def finish(profile, tags, timeout: SHUTDOWN_SECONDS)
       stop_thread
-      export(profile) if profile
+      export(profile, tags) if profile
     ensure
       # Whatever happened, what is queued gets its chance to be delivered
       # before the process exits or execs.
@@ -70,7 +75,12 @@ module Sonde
       @options.tags.merge(tags) { |_key, user, ours| %w[pid host].include?(_key) ? ours : user }
     end
 
-    def export(profile)
+    # "key=value" for each tag, sorted by key, so that files compare.
+    def self.comments(tags)
+      tags.map { |key, value| "#{key}=#{value}" }.sort
+    end
+
+    def export(profile, tags)
       require_relative "exporters"
       # The duration is a Float of seconds: rounded to whole nanoseconds the
       # end is exact, as in the pprof, rather than a nanosecond short once
@@ -105,7 +115,8 @@ module Sonde
     end
 
     def flush_once
-      export(Sonde.flush)
+      tags = self.tags
+      export(@session.flush(comments: Continuous.comments(tags)), tags)
       @flushes += 1
     rescue Sonde::StateError
       :stopped

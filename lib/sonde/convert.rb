@@ -13,10 +13,6 @@ module Sonde
   #   Sonde::Convert.new(profile, to: :speedscope, name: "app").write(File.open("app.json", "w"))
   class Convert
     FORMATS = %i[collapsed speedscope].freeze
-    # Short names for Sonde's sample types; any type name in the profile works too.
-    SAMPLE_ALIASES = { "cpu" => "cpu-time", "wall" => "wall-time" }.freeze
-    # collapsed needs one sample type; this one unless told.
-    DEFAULT_COLLAPSED_TYPES = %w[cpu-time wall-time].freeze
 
     # The profile itself cannot be converted (it has no sample types): a
     # problem of the file, not of the options.
@@ -54,18 +50,24 @@ module Sonde
     end
 
     def type_index(sample)
-      name = SAMPLE_ALIASES.fetch(sample.to_s, sample.to_s)
+      name = sample_aliases.fetch(sample.to_s, sample.to_s)
       index = @stacks.type_index(name)
       return index if index
 
       accepted = @stacks.sample_types.map(&:first)
-      accepted += SAMPLE_ALIASES.select { |_short, long| accepted.include?(long) }.keys
+      accepted += sample_aliases.select { |_short, long| accepted.include?(long) }.keys
       has = accepted.empty? ? "this profile has no sample types" : "this profile has: #{accepted.join(", ")}"
       raise Sonde::ArgumentError, "sample: #{sample.to_s.inspect} is not accepted (#{has})"
     end
 
+    # Short names for Sonde's sample types (any type name in the profile
+    # works too), in the order collapsed prefers them when not told.
+    def sample_aliases
+      { "cpu" => ProfileNames.sample_type(:cpu_time), "wall" => ProfileNames.sample_type(:wall_time) }
+    end
+
     def default_collapsed_type
-      DEFAULT_COLLAPSED_TYPES.each do |name|
+      sample_aliases.each_value do |name|
         index = @stacks.type_index(name)
         return index if index
       end

@@ -1,106 +1,199 @@
 # frozen_string_literal: true
 
-require "fileutils"
 require "uri"
 require_relative "errors"
+require_relative "setting"
+require_relative "options"
+require_relative "exporters/registry"
 require_relative "exporters/settings"
-require_relative "exporters/base"
 require_relative "exporters/directory"
 require_relative "exporters/pyroscope"
 require_relative "exporters/datadog"
 
 module Sonde
   # One profile of continuous mode, as the exporters take it.
-  #   pprof:      gzip'd pprof bytes (binary String)
+  #   pprof:      gzip'd pprof bytes (binary String), the tags already in it
+  #               as comments
   #   start_time, end_time: Time
   #   tags:       Hash of String => String (service, env, version, host, pid,
   #               runtime_version, sonde_version and the user's tags)
   ExportedProfile = Struct.new(:pprof, :start_time, :end_time, :tags, keyword_init: true)
 
-  # Where continuous mode sends its profiles. Exporters.parse turns the
-  # SONDE_EXPORT value (or the matching option) into exporter objects; each
-  # delivers on its own background thread (see Exporters::Base), so parse and
-  # #export are the only parts that run on application threads.
+  # Where continuous mode sends its profiles. An export value is one entry
+  # or several: a String "kind:TARGET?name=value&name=value" (comma-separated
+  # for several; "%2C" for a comma inside a value) or a Hash
+  # {kind: :pyroscope, url: "...", tenant: "a"}, or an Array of those.
+  # Exporters.specs reads and checks it without touching anything (Options
+  # calls it at every start); Exporters.parse builds the exporters (creating
+  # a dir: directory). Each exporter delivers on its own background thread
+  # (see Exporters::Base), so parse and #export are the only parts that run
+  # on application threads.
   module Exporters
-    ACCEPTED = "one or more of dir:PATH, pyroscope:URL, datadog:URL, comma-separated " \
-               "(URL: http:// or https://)"
-    URL_SCHEMES = %w[http https].freeze
+    # One export entry, read and checked: the exporter class, its target and
+    # its options (Settings rows), and the entry as error messages show it
+    # (secrets hidden).
+    Spec = Struct.new(:exporter_class, :target, :options, :shown, keyword_init: true)
 
     module_function
 
-    # Returns the exporters spec names (an Array, empty for nil or ""), all
-    # sharing settings (see Settings). Raises Sonde::ArgumentError naming
-    # option_name (the variable or option spec came from), the bad value and
-    # what is accepted. A dir: directory is created here when missing, so an
-    # unwritable one fails now rather than at the first profile.
-    def parse(spec, option_name: "SONDE_EXPORT", **settings)
-      settings = Settings.new(**settings)
-      entries(spec, option_name).map { |entry| build(entry, settings, option_name) }
+    # What an export value may be, for error messages.
+    def accepted
+      "one or more of #{Registry.forms}, comma-separated, each optionally followed by " \
+        "?name=value&... (its options, in the README), or a Hash such as {kind: :dir, path: \"profiles\", keep: 20}"
     end
 
-    def entries(spec, option_name)
-      specs = spec.is_a?(Array) ? spec : [spec]
-      specs.flat_map do |one|
-        next [] if one.nil?
-        unless one.is_a?(String)
-          raise Sonde::ArgumentError, "#{option_name} must be a String, got #{Settings.describe(one)}; accepted: #{ACCEPTED}"
+    # The Specs of value. Raises Sonde::ArgumentError naming option_name (the
+    # variable or option the value came from), the entry and what is
+    # accepted. nil and blank Strings stand for no exporter.
+    def specs(value, option_name: "SONDE_EXPORT")
+      entries = value.is_a?(Array) ? value : [value]
+      entries.flat_map { |entry| specs_of(entry, option_name) }
+    end
+
+    # The exporters of value, sharing service and, where they take them, the
+    # defaults (Settings rows; an entry's own options win). A dir: directory
+    # is created here when missing, so an unwritable one fails now rather
+    # than at the first profile.
+    def parse(value, option_name: "SONDE_EXPORT", service: Options.default_service, **defaults)
+      from_specs(specs(value, option_name: option_name), option_name: option_name, service: service, **defaults)
+    end
+
+    # The exporters of specs read earlier (Options#export_specs).
+    def from_specs(specs, option_name:, service:, **defaults)
+      Settings.new(service: service, **defaults) # checks the defaults, whichever exporter takes them
+      specs.map { |spec| build(spec, service, defaults, option_name) }
+    end
+
+    def build(spec, service, defaults, option_name)
+      exporter_class = spec.exporter_class
+      target = begin
+        exporter_class.prepare_target(spec.target)
+      rescue TargetError => e
+        reject(option_name, spec.shown, e.message)
+      end
+      taken = defaults.slice(*option_names(exporter_class)).merge(spec.options)
+      exporter_class.new(target, Settings.new(service: service, **taken))
+    end
+
+    def option_names(exporter_class)
+      exporter_class.option_names + Settings::COMMON
+    end
+
+    def specs_of(entry, option_name)
+      case entry
+      when nil then []
+      when String
+        return [] if entry.strip.empty?
+
+        parts = entry.split(",", -1).map(&:strip)
+        reject(option_name, shown_text(entry), "an empty entry (two commas in a row, or one at an end)") if
+          parts.any?(&:empty?)
+        parts.map { |part| spec_of_text(part, option_name) }
+      when Hash then [spec_of_hash(entry, option_name)]
+      else
+        raise Sonde::ArgumentError, "#{option_name} must be a String, a Hash or an Array of those, " \
+                                    "got #{Setting.shown(entry)} (#{entry.class}); accepted: #{accepted}"
+      end
+    end
+
+    # "kind:TARGET?name=value&...": the target ends at the first "?".
+    def spec_of_text(part, option_name)
+      shown = shown_text(part)
+      reject(option_name, shown, "not valid UTF-8") unless part.valid_encoding?
+      kind, separator, rest = part.partition(":")
+      exporter_class = separator.empty? ? nil : Registry.fetch(kind)
+      reject(option_name, shown, "unknown exporter #{kind.inspect}") unless exporter_class
+      target_text, _, query = rest.partition("?")
+      pairs = query_pairs(query) || reject(option_name, shown, "its options must be name=value&name=value, " \
+                                                               "with %XX for a byte that would end the value")
+      options = options_from(exporter_class, pairs, shown, option_name) { |row, text| value_of_text(row, text) }
+      Spec.new(exporter_class: exporter_class, target: checked_target(exporter_class, target_text, shown, option_name),
+               options: options, shown: shown)
+    end
+
+    # "keep=3&token=a%2Cb" -> [["keep", "3"], ["token", "a,b"]], or nil. Only
+    # %XX is decoded, not "+" (a token may hold one).
+    def query_pairs(query)
+      return [] if query.empty?
+
+      query.split("&", -1).map do |pair|
+        name, separator, value = pair.partition("=")
+        return nil if name.empty? || separator.empty?
+
+        value = value.b.gsub(/%\h\h/n) { |escape| escape[1, 2].hex.chr }.force_encoding(Encoding::UTF_8)
+        return nil unless value.valid_encoding?
+
+        [name, value]
+      end
+    end
+
+    # {kind: :pyroscope, url: "http://...", tenant: "a"} (String keys too).
+    def spec_of_hash(hash, option_name)
+      hash = hash.transform_keys { |key| key.is_a?(String) ? key.to_sym : key }
+      shown = shown_hash(hash)
+      exporter_class = Registry.fetch(hash[:kind]) if hash[:kind].is_a?(String) || hash[:kind].is_a?(Symbol)
+      reject(option_name, shown, "kind: must name an exporter (#{Registry.kinds.join(", ")})") unless exporter_class
+      target_key = exporter_class.target_key
+      target_text = hash[target_key]
+      unless target_text.is_a?(String)
+        reject(option_name, shown, "#{target_key}: must be a String (the #{exporter_class.kind} exporter's target)")
+      end
+      pairs = hash.reject { |key, _| key == :kind || key == target_key }.map { |key, value| [key.to_s, value] }
+      options = options_from(exporter_class, pairs, shown, option_name) { |_row, value| value }
+      Spec.new(exporter_class: exporter_class, target: checked_target(exporter_class, target_text, shown, option_name),
+               options: options, shown: shown)
+    end
+
+    # [[name, raw value], ...] -> {name => checked value}; value_of turns a
+    # raw value into what the row checks.
+    def options_from(exporter_class, pairs, shown, option_name)
+      names = option_names(exporter_class)
+      pairs.each_with_object({}) do |(name, raw), options|
+        row = Settings::BY_NAME[name.to_sym] if names.include?(name.to_sym)
+        unless row
+          reject(option_name, shown, "unknown option #{name.inspect} for #{exporter_class.kind}: " \
+                                     "its options are #{names.join(", ")}")
         end
-        next [] if one.strip.empty?
-
-        parts = one.split(",", -1).map(&:strip)
-        reject(option_name, one, "an empty entry (two commas in a row, or one at an end)") if parts.any?(&:empty?)
-        parts
-      end
+        reject(option_name, shown, "#{name} is given twice") if options.key?(row.name)
+        begin
+          options[row.name] = Settings.checked(row, yield(row, raw))
+        rescue Sonde::ArgumentError => e
+          reject(option_name, shown, e.message)
+        end
+      end.freeze
     end
 
-    def build(entry, settings, option_name)
-      kind, _, target = entry.partition(":")
-      case kind
-      when "dir" then Directory.new(directory(target, entry, option_name), settings)
-      when "pyroscope" then Pyroscope.new(base_url(target, entry, option_name), settings)
-      when "datadog" then Datadog.new(base_url(target, entry, option_name), settings)
-      else reject(option_name, entry, "unknown exporter #{kind.inspect}")
-      end
+    def value_of_text(row, text)
+      row.from_text(text)
+    rescue ::ArgumentError
+      raise Sonde::ArgumentError, "#{row.expected}, got #{row.describe(text)}"
     end
 
-    def directory(path, entry, option_name)
-      reject(option_name, entry, "the directory is missing") if path.strip.empty?
-      path = File.expand_path(path)
-      begin
-        FileUtils.mkdir_p(path)
-      rescue SystemCallError => e
-        reject(option_name, entry, "cannot create directory #{path}: #{e.message}")
-      end
-      reject(option_name, entry, "#{path} is not writable") unless File.writable?(path)
-      probe_directory(path, entry, option_name)
-      path
+    def checked_target(exporter_class, text, shown, option_name)
+      exporter_class.check_target(text)
+    rescue TargetError => e
+      reject(option_name, shown, e.message)
     end
 
-    # File.writable? says yes to root for a read-only directory or /sys.
-    def probe_directory(path, entry, option_name)
-      Profile.probe_directory(path)
-    rescue SystemCallError => e
-      reject(option_name, entry, "#{path} is not writable (#{e.message.sub(/ @ .*/, "")})")
+    # The entry without any user:password of a URL or secret option's value:
+    # error messages end up in logs.
+    def shown_text(entry)
+      secrets = Settings::ROWS.select(&:secret?).map(&:name).join("|")
+      entry.to_s.scrub.sub(%r{//[^/@]*@}, "//***@").gsub(/\b(#{secrets})=[^&,]*/, '\1=***').inspect
     end
 
-    def base_url(text, entry, option_name)
-      uri = begin
-        URI.parse(text)
-      rescue URI::InvalidURIError => e
-        reject(option_name, entry, "not a URL (#{e.message})")
+    def shown_hash(hash)
+      hidden = hash.to_h do |key, value|
+        row = Settings::BY_NAME[key]
+        value = "***" if row&.secret?
+        value = shown_text(value)[1..-2] if value.is_a?(String) && !row&.secret?
+        [key, value]
       end
-      unless URL_SCHEMES.include?(uri.scheme&.downcase)
-        reject(option_name, entry, "the URL's scheme must be http or https, got #{uri.scheme.inspect}")
-      end
-      reject(option_name, entry, "the URL has no host") if uri.host.nil? || uri.host.empty?
-      reject(option_name, entry, "the URL must not have a query or fragment") if uri.query || uri.fragment
-      uri
+      Setting.shown(hidden)
     end
 
-    # The entry is echoed without any user:password it may carry.
-    def reject(option_name, entry, reason)
-      shown = entry.sub(%r{//[^/@]*@}, "//***@")
-      raise Sonde::ArgumentError, "#{option_name}: #{shown.inspect} is not accepted: #{reason}; accepted: #{ACCEPTED}"
+    def reject(option_name, shown, reason)
+      raise Sonde::ArgumentError, "#{option_name}: #{shown} is not accepted: #{reason}; accepted: #{accepted}"
     end
   end
 end

@@ -16,7 +16,7 @@ module Sonde
     module Fork
       def _fork
         pid = super
-        Sonde.__send__(:restart_in_forked_child) if pid.zero?
+        Sonde.session.restart_in_forked_child if pid.zero?
         pid
       end
     end
@@ -24,11 +24,11 @@ module Sonde
     # Prepended to Kernel, Kernel's and Process's singleton classes.
     module Exec
       def exec(*arguments)
-        resume = Sonde.__send__(:pause_before_exec)
+        resume = Sonde.session.pause_before_exec
         begin
           super
         rescue Exception # rubocop:disable Lint/RescueException -- resume whatever made exec fail, then re-raise
-          Sonde.__send__(:resume_after_failed_exec, resume)
+          Sonde.session.resume_after_failed_exec(resume)
           raise
         end
       end

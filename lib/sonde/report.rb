@@ -2,6 +2,7 @@
 
 require "sonde/errors"
 require "sonde/pprof"
+require "sonde/profile_names"
 
 module Sonde
   # The text report of `sonde report`: the functions that took the most CPU
@@ -20,16 +21,17 @@ module Sonde
     # One kind of table: which sample type holds its value, and which one (if
     # any) counts its samples.
     Kind = Struct.new(:title, :type, :count_type)
-    KINDS = {
-      cpu: Kind.new("CPU time", "cpu-time", "cpu-samples"),
-      wall: Kind.new("Wall time", "wall-time", nil)
-    }.freeze
     BY_VALUES = [nil, :thread, :state].freeze
     SAMPLE_VALUES = [nil, :cpu, :wall].freeze
     DEFAULT_TOP = 20
-    THREAD_ID = "thread id"
-    THREAD_NAME = "thread name"
-    STATE = "state"
+
+    # cpu: and wall:, with the sample-type names of Sonde's profiles.
+    def self.kinds
+      {
+        cpu: Kind.new("CPU time", ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:cpu_samples)),
+        wall: Kind.new("Wall time", ProfileNames.sample_type(:wall_time), nil)
+      }
+    end
 
     def initialize(profile, by: nil, sample: nil, top: DEFAULT_TOP, focus: nil, ignore: nil, lines: false,
                    function: nil)
@@ -47,7 +49,7 @@ module Sonde
 
       @profile = profile
       @by = by
-      @kinds = sample ? [KINDS.fetch(sample)] : KINDS.values
+      @kinds = sample ? [Report.kinds.fetch(sample)] : Report.kinds.values
       @top = top
       @frames = FrameIndex.new(profile, lines: lines)
       @samples = SampleFilter.new(@frames, focus: focus, ignore: ignore).select(profile.samples)
@@ -297,7 +299,7 @@ module Sonde
       def initialize(samples)
         by_state = {}
         samples.each do |sample|
-          state = sample.labels[STATE]
+          state = sample.labels[ProfileNames.label(:state)]
           (by_state[state] ||= StateSamples.new(state, [])).samples << sample
         end
         @states = by_state.values
@@ -325,9 +327,9 @@ module Sonde
         by_id = {}
         names = Hash.new { |hash, id| hash[id] = Hash.new(0) }
         samples.each do |sample|
-          id = sample.labels[THREAD_ID]
+          id = sample.labels[ProfileNames.label(:thread_id)]
           (by_id[id] ||= ThreadSamples.new(id, nil, [])).samples << sample
-          name = sample.labels[THREAD_NAME]
+          name = sample.labels[ProfileNames.label(:thread_name)]
           names[id][name] += 1 if name
         end
         by_id.each { |id, thread| thread.name = names[id].max_by { |_name, count| count }&.first }

@@ -2,6 +2,7 @@
 
 require "json"
 require "sonde/version"
+require "sonde/profile_names"
 
 module Sonde
   module Converters
@@ -16,7 +17,6 @@ module Sonde
       # speedscope's value units; every other unit is shown as plain numbers.
       UNITS = { "nanoseconds" => "nanoseconds", "microseconds" => "microseconds",
                 "milliseconds" => "milliseconds", "seconds" => "seconds", "bytes" => "bytes" }.freeze
-      DEFAULT_TYPES = %w[cpu-time wall-time].freeze
 
       # type_indexes: the sample types to export, or nil for the default ones.
       def initialize(stacks, name:, type_indexes: nil)
@@ -44,7 +44,7 @@ module Sonde
       private
 
       def default_type_indexes
-        indexes = DEFAULT_TYPES.filter_map { |name| @stacks.type_index(name) }
+        indexes = [ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:wall_time)].filter_map { |name| @stacks.type_index(name) }
         indexes.empty? ? @stacks.sample_types.each_index.to_a : indexes
       end
 

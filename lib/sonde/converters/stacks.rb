@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "sonde/pprof"
+require "sonde/profile_names"
 
 module Sonde
   module Converters
@@ -34,14 +35,11 @@ module Sonde
       # frames: function indexes, root first. values: one per sample type.
       Row = Struct.new(:thread, :state, :frames, :values)
 
-      THREAD_ID = "thread id"
-      THREAD_NAME = "thread name"
-      STATE = "state"
-
       attr_reader :sample_types, :functions, :threads, :states, :rows
 
       def initialize(profile)
         @profile = profile
+        @labels = ProfileNames.all.fetch(:labels)
         @sample_types = profile.sample_types
         @functions = []
         @function_ids = {}
@@ -76,10 +74,10 @@ module Sonde
       end
 
       def thread_index(labels)
-        id = labels[THREAD_ID]
+        id = labels[@labels.fetch(:thread_id)]
         index = (@thread_ids[id] ||= @thread_ids.size)
         names = (@thread_names[index] ||= Hash.new(0))
-        name = labels[THREAD_NAME]
+        name = labels[@labels.fetch(:thread_name)]
         # A profile from elsewhere may carry the name as a number label.
         names[name.to_s] += 1 unless name.nil?
         index
@@ -87,7 +85,7 @@ module Sonde
 
       # nil when the profile has no state label (not one of Sonde's).
       def state_index(labels)
-        state = labels[STATE]
+        state = labels[@labels.fetch(:state)]
         state && (@state_ids[state] ||= @state_ids.size)
       end
 

@@ -24,6 +24,15 @@ module Sonde
     # ("sonde-export-datadog"), see Base.
     class Datadog < Base
       include HTTPDelivery
+      extend HTTPDelivery::Target
+
+      def self.kind
+        "datadog"
+      end
+
+      def self.option_names
+        %i[timeout]
+      end
 
       PATH = "/profiling/v1/input"
       # The attachment name dd-trace-rb gives its pprof.
@@ -89,5 +98,7 @@ module Sonde
         end.join(",")
       end
     end
+
+    Registry.register(Datadog)
   end
 end

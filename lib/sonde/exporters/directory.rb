@@ -3,17 +3,21 @@
 require "fileutils"
 require "securerandom"
 require_relative "base"
-require_relative "pprof_comments"
+require_relative "registry"
 
 module Sonde
   module Exporters
     # Writes each profile to DIR/<service>-<pid>-<start>.pprof (start in UTC,
     # %Y%m%dT%H%M%SZ; "-2", "-3"... before ".pprof" when a name is taken
-    # within the same second) and keeps the newest `keep` files of this
-    # service, whatever process wrote them. A file is written under a hidden
+    # within the same second). Retention is per process: each process keeps
+    # the newest `keep` files of its own pid, so the workers of a prefork
+    # server (Puma, Unicorn) sharing one directory never delete each other's
+    # profiles; `max_bytes`, when set, caps what the whole service's files
+    # (every pid, the exited ones included) take, removing the oldest first
+    # but never the file just written. A file is written under a hidden
     # temporary name in the same directory and renamed into place, so a
-    # reader never sees a partial profile. The profile's tags are written
-    # into it as pprof comments ("service=web"; see PprofComments). Runs on
+    # reader never sees a partial profile. The profile's tags are already in
+    # it, as pprof comments ("service=web": the encoder writes them). Runs on
     # its own thread ("sonde-export-directory"), see Base; disk errors are
     # retried like network errors, since a full disk may free up.
     class Directory < Base
@@ -23,6 +27,49 @@ module Sonde
       # neither a "*.pprof" reader nor a leftover of a crash gets in the way.
       TEMPORARY_RANDOM_BYTES = 6
 
+      class << self
+        def kind
+          "dir"
+        end
+
+        def target_name
+          "PATH"
+        end
+
+        def target_key
+          :path
+        end
+
+        def option_names
+          %i[keep max_bytes]
+        end
+
+        def check_target(path)
+          raise TargetError, "the directory is missing" if path.strip.empty?
+
+          path
+        end
+
+        # Creates the directory and proves it writable (File.writable? says
+        # yes to root for a read-only directory or /sys).
+        def prepare_target(path)
+          path = File.expand_path(path)
+          begin
+            FileUtils.mkdir_p(path)
+          rescue SystemCallError => e
+            raise TargetError, "cannot create directory #{path}: #{e.message}"
+          end
+          raise TargetError, "#{path} is not writable" unless File.writable?(path)
+
+          begin
+            Profile.probe_directory(path)
+          rescue SystemCallError => e
+            raise TargetError, "#{path} is not writable (#{e.message.sub(/ @ .*/, "")})"
+          end
+          path
+        end
+      end
+
       attr_reader :directory
 
       def initialize(directory, settings)
@@ -30,8 +77,9 @@ module Sonde
         @directory = directory
         @prefix = "#{settings.file_safe_service}-"
         # Only names this exporter could have written, of this service:
-        # another service's "app-worker-..." never matches "app".
-        @own_file = /\A#{Regexp.escape(@prefix)}\d+-\d{8}T\d{6}Z(?:-\d+)?#{Regexp.escape(EXTENSION)}\z/
+        # another service's "app-worker-..." never matches "app". The pid is
+        # captured, for per-process retention.
+        @own_file = /\A#{Regexp.escape(@prefix)}(\d+)-\d{8}T\d{6}Z(?:-\d+)?#{Regexp.escape(EXTENSION)}\z/
       end
 
       def kind
@@ -40,15 +88,14 @@ module Sonde
 
       private
 
-      # The file is all that is kept, so the tags go into it (as comments).
       def deliver(exported_profile)
-        bytes = PprofComments.append(exported_profile.pprof, PprofComments.from_tags(exported_profile.tags))
-        write_atomically(bytes, exported_profile.start_time)
-        remove_old_files
+        written = write_atomically(exported_profile.pprof, exported_profile.start_time)
+        remove_old_files(written)
       rescue SystemCallError => e
         raise RetryableError, "cannot write a profile in #{directory}: #{e.message}"
       end
 
+      # Returns the path written.
       def write_atomically(bytes, start_time)
         stem = "#{@prefix}#{Process.pid}-#{start_time.utc.strftime(TIME_FORMAT)}"
         temporary = File.join(directory, ".#{stem}.#{SecureRandom.hex(TEMPORARY_RANDOM_BYTES)}.tmp")
@@ -56,7 +103,9 @@ module Sonde
           file.write(bytes)
           file.fsync # the rename must not reach the disk before the data
         end
-        File.rename(temporary, free_path(stem))
+        path = free_path(stem)
+        File.rename(temporary, path)
+        path
       ensure
         FileUtils.rm_f(temporary) if temporary
       end
@@ -74,18 +123,43 @@ module Sonde
         path
       end
 
-      def remove_old_files
-        files = Dir.children(directory).select { |name| @own_file.match?(name) }
-        return if files.size <= settings.keep
+      # This process's files beyond `keep`, then, with max_bytes, the
+      # service's oldest files until the rest fit (never the one just
+      # written). Oldest by modification time, then name.
+      def remove_old_files(written)
+        files = service_files
+        own = files.select { |file| file[:pid] == Process.pid }
+        own.sort_by { |file| [file[:mtime], file[:name]] }.reverse.drop(settings.keep).each do |file|
+          FileUtils.rm_f(file[:path])
+          files.delete(file)
+        end
+        return unless settings.max_bytes
 
-        stamped = files.filter_map do |name|
+        total = files.sum { |file| file[:size] }
+        files.sort_by { |file| [file[:mtime], file[:name]] }.each do |file|
+          break if total <= settings.max_bytes
+          next if file[:path] == written
+
+          FileUtils.rm_f(file[:path])
+          total -= file[:size]
+        end
+      end
+
+      # {name:, path:, pid:, mtime:, size:} of each file of this service.
+      def service_files
+        Dir.children(directory).filter_map do |name|
+          match = @own_file.match(name)
+          next unless match
+
           path = File.join(directory, name)
-          [File.mtime(path), name, path]
+          stat = File.stat(path)
+          { name: name, path: path, pid: Integer(match[1], 10), mtime: stat.mtime, size: stat.size }
         rescue Errno::ENOENT
           nil # another process's exporter removed it meanwhile
         end
-        stamped.sort.reverse.drop(settings.keep).each { |_mtime, _name, path| FileUtils.rm_f(path) }
       end
     end
+
+    Registry.register(Directory)
   end
 end

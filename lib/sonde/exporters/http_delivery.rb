@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
-require "net/http"
 require "uri"
 require_relative "base"
+require_relative "registry"
 require_relative "../version"
 
 module Sonde
@@ -12,11 +12,45 @@ module Sonde
     # the network error itself); any other status raises PermanentError.
     # Mixed into the HTTP exporters; runs on their background threads.
     module HTTPDelivery
+      URL_SCHEMES = %w[http https].freeze
       # Status codes that ask the client to come back later.
       TOO_MANY_REQUESTS = 429
       SERVER_ERRORS = (500..599).freeze
       # How much of an error response's body goes into stats[:last_error].
       ERROR_BODY_EXCERPT = 200
+
+      # The class side of an HTTP exporter (extended by each): its target is
+      # a base URL, checked when the entry is read; nothing to prepare.
+      module Target
+        def target_name
+          "URL"
+        end
+
+        def target_key
+          :url
+        end
+
+        # URI of text, or TargetError saying what is wrong with it. A query
+        # cannot be given: "?" starts the entry's options.
+        def check_target(text)
+          uri = begin
+            URI.parse(text)
+          rescue URI::InvalidURIError => e
+            raise TargetError, "not a URL (#{e.message})"
+          end
+          unless URL_SCHEMES.include?(uri.scheme&.downcase)
+            raise TargetError, "the URL's scheme must be http or https, got #{uri.scheme.inspect}"
+          end
+          raise TargetError, "the URL has no host" if uri.host.nil? || uri.host.empty?
+          raise TargetError, "the URL must not have a fragment" if uri.fragment
+
+          uri
+        end
+
+        def prepare_target(uri)
+          uri
+        end
+      end
 
       private
 
@@ -25,6 +59,7 @@ module Sonde
       # used: the Datadog agent is local, and a proxy for Pyroscope would be
       # a setting of its own.
       def post(uri, body, headers)
+        require "net/http" # here, not at load: Options reads the registry at every start
         http = Net::HTTP.new(uri.host, uri.port, nil)
         http.use_ssl = uri.scheme == "https"
         http.open_timeout = http.read_timeout = http.write_timeout = settings.timeout
@@ -55,10 +90,9 @@ module Sonde
       # user:password, if any (settings win).
       def auth_headers(base_uri)
         headers = {}
-        auth = settings.auth
-        if auth&.key?(:token)
-          headers["Authorization"] = "Bearer #{auth[:token]}"
-        elsif (basic = auth&.fetch(:basic, nil) || userinfo(base_uri))
+        if settings.token
+          headers["Authorization"] = "Bearer #{settings.token}"
+        elsif (basic = settings.basic_auth || userinfo(base_uri))
           headers["Authorization"] = "Basic #{[basic].pack("m0")}"
         end
         headers["X-Scope-OrgID"] = settings.tenant if settings.tenant

@@ -18,6 +18,15 @@ module Sonde
     # ("sonde-export-pyroscope"), see Base.
     class Pyroscope < Base
       include HTTPDelivery
+      extend HTTPDelivery::Target
+
+      def self.kind
+        "pyroscope"
+      end
+
+      def self.option_names
+        %i[timeout token basic_auth tenant]
+      end
 
       PATH = "/ingest"
       FORM_FIELD = "profile"
@@ -69,5 +78,7 @@ module Sonde
         post(endpoint(@base_uri, PATH, query), form.body, headers)
       end
     end
+
+    Registry.register(Pyroscope)
   end
 end

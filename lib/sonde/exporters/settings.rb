@@ -1,43 +1,85 @@
 # frozen_string_literal: true
 
 require_relative "../errors"
+require_relative "../setting"
 
 module Sonde
   module Exporters
-    # The settings every exporter of one Exporters.parse call shares,
-    # validated at the boundary: a mistake is reported with the option's
-    # name, the bad value and what is accepted, before any exporter exists.
-    # Immutable, so the exporter threads read it without a lock.
+    # One exporter's settings, validated at the boundary: a mistake is
+    # reported with the setting's name, the bad value and what is accepted,
+    # before any exporter exists. Each is a row of ROWS (its check and its
+    # message in one place); an exporter takes the rows it names
+    # (option_names) plus COMMON. Immutable, so the exporter threads read it
+    # without a lock.
     class Settings
-      DEFAULTS = { service: nil, keep: 10, timeout: 10, queue_size: 4, max_attempts: 3, auth: nil, tenant: nil }.freeze
-      KEEP_RANGE = (1..100_000).freeze
-      QUEUE_SIZE_RANGE = (1..1000).freeze
-      MAX_ATTEMPTS_RANGE = (1..10).freeze
       # Seconds; a network timeout above ten minutes is a typo, not a wish.
       MAX_TIMEOUT = 600
-      AUTH_KINDS = %i[basic token].freeze
-      # Used when no service is given and the program name says nothing.
-      FALLBACK_SERVICE = "ruby"
+      ROWS = [
+        Setting.new(name: :keep, default: 10, text: :integer, check: Setting::Checks.integer_in(1..100_000),
+                    expected: "keep must be an Integer from 1 to 100000 (profiles this process keeps)"),
+        Setting.new(name: :max_bytes, default: nil, text: :size,
+                    check: Setting::Checks.optional_integer_in(1..(2**62)),
+                    expected: "max_bytes must be a positive Integer of bytes (in text, K, M or G may follow: " \
+                              "64M), the most the service's profiles may take in the directory"),
+        Setting.new(name: :timeout, default: 10, text: :number,
+                    check: lambda { |value|
+                      checked = Setting::Checks.number_in(0, MAX_TIMEOUT).call(value)
+                      checked.is_a?(Rational) ? checked.to_f : checked
+                    },
+                    expected: "timeout must be a number of seconds above 0 and at most #{MAX_TIMEOUT}"),
+        Setting.new(name: :queue_size, default: 4, text: :integer, check: Setting::Checks.integer_in(1..1000),
+                    expected: "queue_size must be an Integer from 1 to 1000 (profiles waiting per exporter)"),
+        Setting.new(name: :max_attempts, default: 3, text: :integer, check: Setting::Checks.integer_in(1..10),
+                    expected: "max_attempts must be an Integer from 1 to 10 (tries per profile)"),
+        Setting.new(name: :token, default: nil, secret: true, check: Setting::Checks.optional_text,
+                    expected: "token must be a non-empty String without control characters (sent as " \
+                              "Authorization: Bearer)"),
+        Setting.new(name: :basic_auth, default: nil, secret: true,
+                    check: Setting::Checks.optional_text_matching(/\A[^:]+:/),
+                    expected: "basic_auth must be \"user:password\" (a String without control characters)"),
+        Setting.new(name: :tenant, default: nil, check: Setting::Checks.optional_text,
+                    expected: "tenant must be a non-empty String without control characters (sent as X-Scope-OrgID)"),
+      ].freeze
+      BY_NAME = ROWS.to_h { |row| [row.name, row] }.freeze
+      # What every exporter takes: its queue and its retries.
+      COMMON = %i[queue_size max_attempts].freeze
 
-      attr_reader :service, :keep, :timeout, :queue_size, :max_attempts, :auth, :tenant
+      attr_reader :service, *BY_NAME.keys
 
-      def initialize(**settings)
-        unknown = settings.keys - DEFAULTS.keys
+      # service: the service tag (Options resolves the default); the rest are
+      # rows of ROWS. Raises Sonde::ArgumentError for an unknown name or a
+      # bad value.
+      def initialize(service:, **values)
+        unknown = values.keys - BY_NAME.keys
         unless unknown.empty?
           raise Sonde::ArgumentError,
                 "unknown exporter option#{"s" if unknown.size > 1} #{unknown.map(&:inspect).join(", ")}; " \
-                "accepted: #{DEFAULTS.keys.map(&:inspect).join(", ")}"
+                "accepted: #{BY_NAME.keys.map(&:inspect).join(", ")}"
+        end
+        unless Setting.clean_text?(service)
+          raise Sonde::ArgumentError, "service must be a non-empty String without control characters, " \
+                                      "got #{Setting.shown(service)} (#{service.class})"
         end
 
-        values = DEFAULTS.merge(settings)
-        @service = validate_service(values[:service])
-        @keep = integer_in(:keep, values[:keep], KEEP_RANGE, "files kept by the directory exporter")
-        @timeout = validate_timeout(values[:timeout])
-        @queue_size = integer_in(:queue_size, values[:queue_size], QUEUE_SIZE_RANGE, "profiles waiting per exporter")
-        @max_attempts = integer_in(:max_attempts, values[:max_attempts], MAX_ATTEMPTS_RANGE, "tries per profile")
-        @auth = validate_auth(values[:auth])
-        @tenant = validate_header_value(:tenant, values[:tenant])
+        @service = service.dup.freeze
+        ROWS.each do |row|
+          value = values.fetch(row.name, row.default)
+          instance_variable_set(:"@#{row.name}", Settings.checked(row, value))
+        end
+        if @token && @basic_auth
+          raise Sonde::ArgumentError, "token and basic_auth cannot both be given: one Authorization header"
+        end
+
         freeze
+      end
+
+      # The row's value for value, or Sonde::ArgumentError naming the row,
+      # the value (unless secret) and what is accepted.
+      def self.checked(row, value)
+        checked = row.check(value)
+        return checked unless checked.equal?(Setting::REFUSED)
+
+        raise Sonde::ArgumentError, "#{row.expected}, got #{row.describe(value)}"
       end
 
       # How long one profile may take over all its attempts, backoff included:
@@ -50,66 +92,6 @@ module Sonde
       # The service name reduced to characters that are safe in a file name.
       def file_safe_service
         service.gsub(/[^A-Za-z0-9._-]/, "_")
-      end
-
-      def self.describe(value)
-        "#{value.inspect} (#{value.class})"
-      end
-
-      private
-
-      def validate_service(value)
-        value = default_service if value.nil?
-        return value if value.is_a?(String) && !value.strip.empty? && !value.match?(/[[:cntrl:]]/)
-
-        raise Sonde::ArgumentError,
-              "service must be a non-empty String without control characters, got #{Settings.describe(value)}"
-      end
-
-      def default_service
-        name = File.basename($PROGRAM_NAME.to_s, ".rb")
-        name.empty? || name == "-e" ? FALLBACK_SERVICE : name
-      end
-
-      def integer_in(name, value, range, unit)
-        return value if value.is_a?(Integer) && range.cover?(value)
-
-        raise Sonde::ArgumentError,
-              "#{name} must be an Integer from #{range.min} to #{range.max} (#{unit}), got #{Settings.describe(value)}"
-      end
-
-      def validate_timeout(value)
-        if value.is_a?(Numeric) && value.real? && value.positive? && value <= MAX_TIMEOUT
-          return value.is_a?(Integer) ? value : value.to_f
-        end
-
-        raise Sonde::ArgumentError,
-              "timeout must be a number of seconds above 0 and at most #{MAX_TIMEOUT}, got #{Settings.describe(value)}"
-      end
-
-      def validate_auth(value)
-        return nil if value.nil?
-
-        accepted = 'accepted: {basic: "user:password"} or {token: "..."}'
-        unless value.is_a?(Hash) && value.size == 1 && AUTH_KINDS.include?(value.keys.first)
-          raise Sonde::ArgumentError, "auth must be a Hash with one key, got #{Settings.describe(value)}; #{accepted}"
-        end
-
-        kind, secret = value.first
-        valid = secret.is_a?(String) && !secret.empty? && !secret.match?(/[[:cntrl:]]/)
-        valid &&= secret.include?(":") if kind == :basic
-        # The secret itself is never echoed back: error messages end up in logs.
-        raise Sonde::ArgumentError, "auth #{kind.inspect} is not acceptable (#{secret.class}); #{accepted}" unless valid
-
-        { kind => secret }.freeze
-      end
-
-      def validate_header_value(name, value)
-        return nil if value.nil?
-        return value.dup.freeze if value.is_a?(String) && !value.empty? && !value.match?(/[[:cntrl:]]/)
-
-        raise Sonde::ArgumentError,
-              "#{name} must be a non-empty String without control characters, got #{Settings.describe(value)}"
       end
     end
   end

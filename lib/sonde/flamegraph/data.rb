@@ -18,7 +18,6 @@ module Sonde
       NO_PARENT = -1
       NO_STATE = -1
       # The sample type the page opens on, best first.
-      PREFERRED_TYPES = %w[cpu-time wall-time].freeze
 
       def initialize(stacks, title:)
         @stacks = stacks
@@ -43,7 +42,7 @@ module Sonde
       private
 
       def default_type
-        PREFERRED_TYPES.each do |name|
+        [ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:wall_time)].each do |name|
           index = @stacks.type_index(name)
           return index if index
         end

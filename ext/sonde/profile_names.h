@@ -1,0 +1,24 @@
+// profile_names.h: the names Sonde's pprof profiles give their sample types,
+// units and labels. The one definition: profile_export.c writes them, and
+// Sonde::Native.profile_names hands the same strings to the Ruby side (the
+// report, the converters), so a profile and its readers cannot disagree.
+// Constants only.
+#ifndef SONDE_PROFILE_NAMES_H
+#define SONDE_PROFILE_NAMES_H
+
+#define PROFILE_TYPE_CPU_TIME "cpu-time"
+#define PROFILE_TYPE_CPU_SAMPLES "cpu-samples"
+#define PROFILE_TYPE_WALL_TIME "wall-time"
+#define PROFILE_TYPE_WALL_SAMPLES "wall-samples"
+#define PROFILE_TYPE_GVL_WAIT_TIME "gvl-wait-time"
+
+#define PROFILE_UNIT_NANOSECONDS "nanoseconds"
+#define PROFILE_UNIT_COUNT "count"
+
+#define PROFILE_LABEL_THREAD_ID "thread id"
+#define PROFILE_LABEL_THREAD_NAME "thread name"
+#define PROFILE_LABEL_STATE "state"
+#define PROFILE_LABEL_GC_TYPE "gc type"
+#define PROFILE_LABEL_GC_REASON "gc reason"
+
+#endif
