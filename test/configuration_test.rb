@@ -55,7 +55,7 @@ class ConfigurationTest < Minitest::Test
       "SONDE_GC" => ["maybe", /SONDE_GC="maybe": gc must be true or false \(expected one of 1, true, yes, on, 0, false, no, off\)/],
       "SONDE_NO_SIGNALS" => ["2", /SONDE_NO_SIGNALS="2": expected one of/],
       "SONDE_EVERY" => ["0", /SONDE_EVERY="0": every must be a number of seconds from 1 to 3600/],
-      "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT: "ftp:\/\/x" is not accepted: unknown exporter "ftp"; accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL/],
+      "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT="ftp:\/\/x": not accepted: unknown exporter "ftp"; accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL/],
       "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be .*"key:value,key:value" \("team" is not key:value\)/],
     }.each do |variable, (value, message)|
       error = assert_raises(Sonde::ArgumentError, variable) { options({ variable => value }) }

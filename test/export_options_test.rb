@@ -94,7 +94,7 @@ class ExportOptionsTest < Minitest::Test
     assert_equal [{ keep: 3, max_bytes: 64 * 1024 * 1024 }, { tenant: "a", timeout: 2.5 }],
                  options.export_specs.map(&:options)
     error = assert_raises(Sonde::ArgumentError) { Sonde::Options.new(environment: { "SONDE_EXPORT" => "dir:x?keep=0" }) }
-    assert_match(/\ASONDE_EXPORT: "dir:x\?keep=0" is not accepted: keep must be an Integer from 1 to 100000/, error.message)
+    assert_match(/\ASONDE_EXPORT="dir:x\?keep=0": not accepted: keep must be an Integer from 1 to 100000/, error.message)
   end
 
   # [entry, what the message must say]. Every one is refused by Sonde.start

@@ -40,7 +40,7 @@ class ExportersTest < Minitest::Test
       "dir:/tmp,,datadog:http://h" => /empty entry/
     }.each do |spec, reason|
       error = assert_raises(Sonde::ArgumentError, spec) { Sonde::Exporters.parse(spec) }
-      assert_match(/\ASONDE_EXPORT: #{Regexp.escape(spec.inspect)} is not accepted: /, error.message)
+      assert_match(/\ASONDE_EXPORT=#{Regexp.escape(spec.inspect)}: not accepted: /, error.message)
       assert_match reason, error.message
       assert_match(/accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL, comma-separated/, error.message)
     end

@@ -42,11 +42,13 @@ typedef struct sonde_run {
   own_threads *own;          // Sonde's own Ruby threads, left out of profiles and Thread.list
 } sonde_run;
 
-// The run sampling now, or NULL: the one global of the core. Written only
-// by profiler.c with the GVL: set before the SIGPROF handler is installed
-// and the trigger thread exists, cleared once the trigger thread is joined,
-// every CPU timer deleted and no handler runs any more. Read by the SIGPROF
-// handler, the trigger thread, postponed jobs and Ruby hooks.
+// The run sampling now, or NULL: the core's one global run pointer (the
+// other mutable statics are listed in docs/DESIGN.md, "Global state").
+// Written only by profiler.c with the GVL: set before the SIGPROF handler
+// is installed and the trigger thread exists, cleared once the trigger
+// thread is joined, every CPU timer deleted and no handler runs any more.
+// Read by the SIGPROF handler, postponed jobs and Ruby hooks; the trigger
+// thread has its own pointer to the run, set when it is started.
 sonde_run *run_active(void);
 void run_set_active(sonde_run *run);
 

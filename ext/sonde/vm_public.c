@@ -298,7 +298,7 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
 static ID id_list, id_name, id_native_thread_id;
 
 // The threads of the current run and their names, as [thread, name,
-// thread, name, ...] in one hidden Array, so that the GC marks both. The
+// thread, name, ...] in one Array (GC-registered), so that the GC marks both. The
 // sampling pass must not call Ruby methods (a method call runs the pending
 // interrupts of the thread the pass runs on, a Thread#kill among them, which
 // the pass would then swallow), so it cannot call Thread.list or

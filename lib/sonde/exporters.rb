@@ -192,8 +192,11 @@ module Sonde
       Setting.shown(hidden)
     end
 
+    # "export: "dir:" is not accepted: ...", or for a variable, as every
+    # variable's error reads, "SONDE_EXPORT="dir:": not accepted: ...".
     def reject(option_name, shown, reason)
-      raise Sonde::ArgumentError, "#{option_name}: #{shown} is not accepted: #{reason}; accepted: #{accepted}"
+      where = option_name.start_with?("SONDE_") ? "#{option_name}=#{shown}: not accepted" : "#{option_name}: #{shown} is not accepted"
+      raise Sonde::ArgumentError, "#{where}: #{reason}; accepted: #{accepted}"
     end
   end
 end

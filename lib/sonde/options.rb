@@ -79,12 +79,7 @@ module Sonde
     attr_reader(*SETTINGS.map(&:name), :sources, :export_specs)
 
     def initialize(environment: ENV, **keywords)
-      unknown = keywords.keys - BY_NAME.keys
-      unless unknown.empty?
-        raise Sonde::ArgumentError,
-              "unknown option#{"s" if unknown.size > 1} #{unknown.map(&:inspect).join(", ")}; " \
-              "accepted: #{BY_NAME.keys.map(&:inspect).join(", ")}"
-      end
+      Setting.refuse_unknown(keywords.keys, BY_NAME.keys, "option")
 
       @sources = {}
       SETTINGS.each do |setting|

@@ -316,10 +316,16 @@ module Sonde
         string.valid_encoding? ? string : string.scrub
       end
 
-      def value_type(start, stop)
-        fields = [0, 0]
-        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 2 }
+      # The values of fields 1..count of a message (0 when absent): a
+      # value type [type, unit], a label [key, str, num], a line [function, line].
+      def leading_fields(start, stop, count)
+        fields = Array.new(count, 0)
+        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= count }
         fields
+      end
+
+      def value_type(start, stop)
+        leading_fields(start, stop, 2)
       end
 
       def sample(start, stop)
@@ -338,9 +344,7 @@ module Sonde
 
       # [key, str, num] as string indexes and an integer.
       def label(start, stop)
-        fields = [0, 0, 0]
-        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 3 }
-        fields
+        leading_fields(start, stop, 3)
       end
 
       def add_location(start, stop)
@@ -355,9 +359,7 @@ module Sonde
       end
 
       def line_entry(start, stop)
-        fields = [0, 0]
-        @wire.each_field(start, stop) { |number, _type, value, _| fields[number - 1] = value if number <= 2 }
-        fields
+        leading_fields(start, stop, 2)
       end
 
       def function(start, stop)

@@ -3,6 +3,7 @@
 require "sonde/errors"
 require "sonde/pprof"
 require "sonde/profile_names"
+require "sonde/converters/stacks"
 
 module Sonde
   # The text report of `sonde report`: the functions that took the most CPU
@@ -115,12 +116,17 @@ module Sonde
       io.puts "No samples." if parts.empty?
     end
 
+    # The index of kind's sample type in profile, or nil after saying on io
+    # that the profile does not record it.
+    def self.recorded_index(io, profile, kind)
+      index = profile.value_index(kind.type)
+      io.puts "#{kind.title}: not recorded in this profile (it has no #{kind.type} samples)" unless index
+      index
+    end
+
     def render_table(io, kind, samples)
-      value_index = @profile.value_index(kind.type)
-      unless value_index
-        io.puts "#{kind.title}: not recorded in this profile (it has no #{kind.type} samples)"
-        return
-      end
+      value_index = Report.recorded_index(io, @profile, kind)
+      return unless value_index
 
       tally = Tally.new(@frames, samples, value_index, kind.count_type && @profile.value_index(kind.count_type))
       if tally.total.zero?
@@ -188,13 +194,8 @@ module Sonde
     # true, also the line) and remembers, per stack, its leaf group and its
     # distinct groups.
     class FrameIndex
-      Group = Struct.new(:name, :filename, :start_line) do
-        def location
-          return filename if start_line.zero? || filename.empty?
-
-          "#{filename}:#{start_line}"
-        end
-      end
+      # name, filename, start_line and #location, as the converters' functions.
+      Group = Converters::Stacks::Function
 
       attr_reader :groups
 
@@ -282,15 +283,20 @@ module Sonde
       end
     end
 
+    # A part of the samples (a thread's, a state's): its total of one value.
+    module SampleSum
+      def sum(value_index)
+        samples.sum { |sample| sample.values[value_index] }
+      end
+    end
+
     # The samples of each state, by the "state" label.
     class StateSplit
       StateSamples = Struct.new(:id, :samples) do
+        include SampleSum
+
         def heading
           "State #{id || "(none)"}"
-        end
-
-        def sum(value_index)
-          samples.sum { |sample| sample.values[value_index] }
         end
       end
 
@@ -309,12 +315,10 @@ module Sonde
     # The samples of each thread, by the "thread id" label.
     class ThreadSplit
       ThreadSamples = Struct.new(:id, :name, :samples) do
+        include SampleSum
+
         def heading
           "Thread #{name || "(unnamed)"} (id #{id.nil? ? "unknown" : id})"
-        end
-
-        def sum(value_index)
-          samples.sum { |sample| sample.values[value_index] }
         end
       end
 

@@ -69,6 +69,17 @@ module Sonde
     end
 
     class << self
+      # Raises Sonde::ArgumentError naming the given names that are not
+      # known ("unknown option :colour; accepted: :rate, ..."); what: "option",
+      # "exporter option".
+      def refuse_unknown(given, known, what)
+        unknown = given - known
+        return if unknown.empty?
+
+        raise Sonde::ArgumentError, "unknown #{what}#{"s" if unknown.size > 1} #{unknown.map(&:inspect).join(", ")}; " \
+                                    "accepted: #{known.map(&:inspect).join(", ")}"
+      end
+
       # value.inspect, cut to MAX_SHOWN characters: one line, whatever the value.
       def shown(value)
         text = begin

@@ -428,7 +428,7 @@ class BadInputOutputTest < Minitest::Test
     assert status.success?, stderr
     lines = stderr.lines
     assert_equal 2, lines.size, stderr
-    assert_match(%r{\Asonde/auto: not profiling process \d+: SONDE_EXPORT: "dir:#{Regexp.escape(@read_only)}" is not accepted: .*not writable.*; accepted: }, lines.first)
+    assert_match(%r{\Asonde/auto: not profiling process \d+: SONDE_EXPORT="dir:#{Regexp.escape(@read_only)}": not accepted: .*not writable.*; accepted: }, lines.first)
     assert_equal "app ran, profiling=false\n", lines.last
   end
 end

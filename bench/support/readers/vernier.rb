@@ -44,7 +44,7 @@ module SondeBench
           result << [names[frames.fetch("func")[frame]], frames.fetch("line")[frame]]
           stack = stacks.fetch("prefix")[stack]
         end
-        result
+        result.freeze
       end
     end
   end

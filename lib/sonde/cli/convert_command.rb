@@ -19,31 +19,11 @@ module Sonde
       USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names]"
       FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope }.freeze
       STDOUT_NAME = "-"
-
-      def initialize(out:, err:)
-        @out = out
-        @err = err
-        @to = nil
-        @output = STDOUT_NAME
-        @sample = nil
-        @thread_names = true
-        @help = false
-      end
-
-      def run(argv)
-        file = parse(argv.dup)
-        return print_help if @help
-
-        convert(file)
-      rescue UsageError => e
-        usage_error(e)
-      rescue Errno::EPIPE
-        EXIT_OK # the reader went away (sonde convert x --to collapsed | head)
-      end
+      INITIAL = { to: nil, output: STDOUT_NAME, sample: nil, thread_names: true }.freeze
 
       private
 
-      def parse(argv)
+      def parse_arguments(argv)
         file = parse_file(argv)
         raise UsageError, "missing --to (collapsed or speedscope)" unless @to || file.nil?
 
@@ -51,8 +31,7 @@ module Sonde
       end
 
       def parser
-        OptionParser.new do |opts|
-          opts.banner = "Usage: #{USAGE}\n\nConverts a pprof profile for other tools.\n\n"
+        option_parser("Converts a pprof profile for other tools.") do |opts|
           opts.on("--to FORMAT", "collapsed: flamegraph.pl's folded stacks, one line per stack and thread;",
                   "speedscope: speedscope's JSON, one profile per thread and sample type") do |value|
             @to = FORMATS.fetch(value) do
@@ -72,7 +51,7 @@ module Sonde
         end
       end
 
-      def convert(file)
+      def execute(file)
         profile = ProfileInput.read(file)
         converter = Convert.new(profile, to: @to, sample: @sample, thread_names: @thread_names,
                                          name: ProfileFileCommand.display_name(file))

@@ -16,32 +16,17 @@ module Sonde
 
       PREFIX = "sonde flamegraph: "
       USAGE = "sonde flamegraph FILE [-o OUT.html] [--title TEXT] [--open]"
-
-      def initialize(out:, err:)
-        @out = out
-        @err = err
-        @output = nil
-        @title = nil
-        @open = false
-        @help = false
-      end
-
-      def run(argv)
-        file = parse_file(argv.dup)
-        return print_help if @help
-
-        write(file, @output || Flamegraph.default_output(file))
-      rescue UsageError => e
-        usage_error(e)
-      end
+      INITIAL = { output: nil, title: nil, open: false }.freeze
 
       private
 
+      def execute(file)
+        write(file, @output || Flamegraph.default_output(file))
+      end
+
       def parser
-        OptionParser.new do |opts|
-          opts.banner = "Usage: #{USAGE}\n\nWrites an interactive flame graph of a pprof profile: one HTML file that " \
-                        "opens from disk,\nwith no network. CPU or wall time, threads, states, zoom, search, " \
-                        "top functions.\n\n"
+        option_parser("Writes an interactive flame graph of a pprof profile: one HTML file that opens from disk,\n" \
+                      "with no network. CPU or wall time, threads, states, zoom, search, top functions.") do |opts|
           opts.on("-o", "--output FILE", "Where to write the page (default: FILE with .html)") { |value| @output = value }
           opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = text_option("--title", value) }
           opts.on("--open", "Open the page in a browser once written") { @open = true }

@@ -27,7 +27,43 @@ module Sonde
         end
       end
 
+      # Each command's INITIAL: its option variables before parsing (copied,
+      # so a command may change them in place).
+      def initialize(out:, err:)
+        @out = out
+        @err = err
+        @help = false
+        self.class::INITIAL.each { |name, value| instance_variable_set(:"@#{name}", value.dup) }
+      end
+
+      # Parses argv, then prints the help or runs the command on the file
+      # (each command's #execute). Returns the exit code.
+      def run(argv)
+        file = parse_arguments(argv.dup)
+        return print_help if @help
+
+        execute(file)
+      rescue UsageError => e
+        usage_error(e)
+      rescue Errno::EPIPE
+        EXIT_OK # the reader went away (sonde report x | head): nothing left to say
+      end
+
       private
+
+      # An OptionParser whose banner is the usage line and description; the
+      # block adds the command's options.
+      def option_parser(description)
+        OptionParser.new do |opts|
+          opts.banner = "Usage: #{self.class::USAGE}\n\n#{description}\n\n"
+          yield opts
+        end
+      end
+
+      # The FILE argument; commands with more to check override it.
+      def parse_arguments(argv)
+        parse_file(argv)
+      end
 
       # The one FILE argument, or nil when --help was asked for.
       def parse_file(argv)

@@ -22,31 +22,12 @@ module Sonde
               "[--ignore REGEX] [--lines] [--function NAME]"
       BY_CHOICES = { "thread" => :thread, "state" => :state }.freeze
       SAMPLE_CHOICES = { "cpu" => :cpu, "wall" => :wall }.freeze
-
-      # A usage error, with the message to print after the prefix.
-      def initialize(out:, err:)
-        @out = out
-        @err = err
-        @options = { by: nil, sample: nil, top: Report::DEFAULT_TOP }
-        @help = false
-      end
-
-      def run(argv)
-        file = parse_file(argv.dup)
-        return print_help if @help
-
-        report(file)
-      rescue UsageError => e
-        usage_error(e)
-      rescue Errno::EPIPE
-        EXIT_OK # the reader went away (sonde report x | head); nothing left to say
-      end
+      INITIAL = { options: { by: nil, sample: nil, top: Report::DEFAULT_TOP }.freeze }.freeze
 
       private
 
       def parser
-        OptionParser.new do |opts|
-          opts.banner = "Usage: #{USAGE}\n\nPrints the functions that took the most time in a pprof profile.\n\n"
+        option_parser("Prints the functions that took the most time in a pprof profile.") do |opts|
           opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first)",
                   "or state (running, waiting for gvl, sleeping, blocked, gc)") do |value|
             @options[:by] = choice("--by", value, BY_CHOICES)
@@ -97,7 +78,7 @@ module Sonde
 
       # Only reading and options are rescued here; rendering errors (a closed
       # pipe) are left to run.
-      def report(file)
+      def execute(file)
         profile = ProfileInput.read(file)
         report = Report.new(profile, **@options)
       rescue ProfileInput::Error => e

@@ -50,12 +50,7 @@ module Sonde
       # rows of ROWS. Raises Sonde::ArgumentError for an unknown name or a
       # bad value.
       def initialize(service:, **values)
-        unknown = values.keys - BY_NAME.keys
-        unless unknown.empty?
-          raise Sonde::ArgumentError,
-                "unknown exporter option#{"s" if unknown.size > 1} #{unknown.map(&:inspect).join(", ")}; " \
-                "accepted: #{BY_NAME.keys.map(&:inspect).join(", ")}"
-        end
+        Setting.refuse_unknown(values.keys, BY_NAME.keys, "exporter option")
         unless Setting.clean_text?(service)
           raise Sonde::ArgumentError, "service must be a non-empty String without control characters, " \
                                       "got #{Setting.shown(service)} (#{service.class})"

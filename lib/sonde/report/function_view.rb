@@ -36,11 +36,8 @@ module Sonde
       end
 
       def render_kind(io, kind, samples)
-        value_index = @profile.value_index(kind.type)
-        unless value_index
-          io.puts "#{kind.title}: not recorded in this profile (it has no #{kind.type} samples)"
-          return
-        end
+        value_index = Report.recorded_index(io, @profile, kind)
+        return unless value_index
 
         peek = Peek.new(@frames, @targets, samples, value_index)
         if peek.total.zero?
