@@ -26,6 +26,13 @@ namespace :bench do
     sh RbConfig.ruby, BENCH_RUN, "--smoke"
   end
 
+  desc "Sonde vs StackProf cpu mode, process CPU of the cpu workload, many interleaved rounds (ROUNDS=30 RATE=100; ~3 min)"
+  task cpu_vs_stackprof: :compile do
+    sh RUBY33, "rake", "compile" if ENV.fetch("SONDE_BENCH_RUBIES", "").include?("3.3")
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_vs_stackprof.rb"), ENV.fetch("ROUNDS", "30"),
+       ENV.fetch("RATE", "100")
+  end
+
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
   task :peers do
     sh RbConfig.ruby, INSTALL_PEERS

@@ -1,0 +1,109 @@
+# frozen_string_literal: true
+
+# The one overhead target that compares Sonde with a peer, measured alone so
+# that it can have many rounds: the cpu workload's process CPU time (user +
+# sys of every thread, the profilers' own included) under Sonde and under
+# StackProf's cpu mode, both at the same rate, against no profiler.
+#
+#   ruby bench/cpu_vs_stackprof.rb [ROUNDS] [RATE]     (rake bench:cpu_vs_stackprof)
+#   SONDE_BENCH_RUBIES=3.1,3.3 ...                     also on 3.3 (script/ruby33)
+#
+# Each round runs none, sonde and stackprof-cpu once each, in a shuffled
+# order, on each Ruby in turn: the machine's noise reaches all three alike.
+# Printed per Ruby and profiler: the median and 25th percentile of process
+# CPU time, and the median over rounds of profiled / unprofiled CPU within
+# the round (paired). The verdict is Sonde's paired median minus
+# StackProf's, in percent of the unprofiled CPU, against the +0.5% target,
+# with the spread of the unprofiled runs beside it to say how firm it is.
+require "tmpdir"
+require_relative "support/child"
+require_relative "support/rubies"
+
+module SondeBench
+  class CpuVersusStackprof
+    PROFILERS = %w[none sonde stackprof-cpu].freeze
+    TARGET_POINTS = 0.5
+
+    # Work per run, as SONDE_BENCH_WORK_SCALE: about 1 s of CPU.
+    SCALE = 0.5
+
+    def initialize(rounds:, rate:, rubies:)
+      @rounds = rounds
+      @rate = rate
+      @rubies = rubies
+      @runs = Hash.new { |hash, key| hash[key] = [] } # [ruby series, profiler] => [cpu_s per round]
+      @random = Random.new(1)
+    end
+
+    def run
+      Dir.mktmpdir("sonde-cpu-vs-stackprof", File.join(Child::ROOT, "tmp")) do |dir|
+        child = Child.new(dir)
+        @rounds.times do |round|
+          @rubies.each do |ruby|
+            PROFILERS.shuffle(random: @random).each do |profiler|
+              result = child.run("cpu", profiler: profiler, rate: @rate, scale: SCALE, ruby: ruby)
+              @runs[[ruby.series, profiler]][round] = result.cpu_s
+            end
+          end
+          $stderr.print "\rround #{round + 1}/#{@rounds}"
+        end
+        $stderr.puts
+      end
+      report
+    end
+
+    private
+
+    def report
+      puts "cpu workload, #{@rate} Hz, #{@rounds} interleaved rounds (process CPU time, user + sys)"
+      @rubies.each do |ruby|
+        none = @runs[[ruby.series, "none"]]
+        puts
+        puts "#{ruby.name} (#{ruby.description})"
+        puts format("  %-14s %9s %9s %9s   %s", "profiler", "median", "p25", "min", "paired median (p25-p75)")
+        paired = {}
+        PROFILERS.each do |profiler|
+          cpu = @runs[[ruby.series, profiler]]
+          ratios = cpu.zip(none).map { |profiled, base| profiled / base }
+          paired[profiler] = ratios
+          puts format("  %-14s %8.3fs %8.3fs %8.3fs   %s", profiler, median(cpu), percentile(cpu, 25), cpu.min,
+                      profiler == "none" ? "-" : format("%.3f (%.3f-%.3f)", median(ratios), percentile(ratios, 25),
+                                                        percentile(ratios, 75)))
+        end
+        verdict(paired, none)
+      end
+    end
+
+    def verdict(paired, none)
+      sonde = median(paired["sonde"])
+      stackprof = median(paired["stackprof-cpu"])
+      difference = (sonde - stackprof) * 100
+      spread = (percentile(none, 75) - percentile(none, 25)) / median(none) * 100
+      met = difference <= TARGET_POINTS
+      puts format("  Sonde - StackProf: %+.2f%% of the unprofiled CPU (target <= +%.1f%%): %s; " \
+                  "unprofiled runs' interquartile spread %.1f%%", difference, TARGET_POINTS, met ? "met" : "NOT met",
+                  spread)
+    end
+
+    def median(values)
+      percentile(values, 50)
+    end
+
+    def percentile(values, pct)
+      sorted = values.sort
+      rank = (pct / 100.0) * (sorted.size - 1)
+      low = sorted[rank.floor]
+      high = sorted[rank.ceil]
+      low + (high - low) * (rank - rank.floor)
+    end
+  end
+end
+
+if $PROGRAM_NAME == __FILE__
+  rounds = Integer(ARGV[0] || 30)
+  rate = Integer(ARGV[1] || 100)
+  rubies = SondeBench::RubyTarget.for(ENV.fetch("SONDE_BENCH_RUBIES", SondeBench::Peers.ruby_series))
+  missing = rubies.reject(&:available?)
+  abort missing.map(&:reason).join("\n") unless missing.empty?
+  SondeBench::CpuVersusStackprof.new(rounds: rounds, rate: rate, rubies: rubies).run
+end
