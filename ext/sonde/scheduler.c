@@ -45,12 +45,20 @@ struct scheduler {
   // Shared, atomic.
   int stopping;
   int tick_pending;
-  uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts, ticks_skipped;
+  // A tick offered to the GVL holder's next CPU-timer signal (see
+  // tick_from_trigger): set by the trigger, taken by a handler.
+  int tick_offered;
+  uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts, ticks_skipped,
+      ticks_by_cpu_signal;
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
   bool trigger_running; // with the GVL: start and stop
   pthread_t tick_target; // the trigger's: who got the last tick's signal
+  // The trigger's: ticks to signal before offering again, and the current
+  // backoff after untaken offers (0: none).
+  uint32_t offer_ticks_to_wait, offer_backoff;
+  bool offer_outstanding; // the trigger's last offer may still be taken
   pthread_mutex_t trigger_lock;
   pthread_cond_t trigger_wakeup;
   // The idle helper and what the GVL side knows of it.
@@ -117,6 +125,12 @@ pacing *scheduler_pacing(scheduler *sched) { return &sched->pace; }
 
 void scheduler_note_tick_signal_safe(scheduler *sched) { __atomic_store_n(&sched->tick_pending, 1, __ATOMIC_RELEASE); }
 
+bool scheduler_take_offered_tick_signal_safe(scheduler *sched) {
+  if (!__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL)) return false;
+  ADD(ticks_by_cpu_signal);
+  return true;
+}
+
 bool scheduler_take_tick(scheduler *sched) { return __atomic_exchange_n(&sched->tick_pending, 0, __ATOMIC_ACQ_REL) != 0; }
 
 bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thread == sched->helper.thread; }
@@ -130,6 +144,45 @@ bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thr
 static void give_up_signals_from_trigger(scheduler *sched) {
   signals_warn_handler_lost();
   if (sched->run->timers != NULL) cpu_timers_disarm_all(sched->run->timers);
+}
+
+// A GVL holder that burns CPU gets its CPU timer's signal about every
+// interval anyway, and reads its stack in it: rather than a second signal
+// for the wall tick, the tick is offered to that signal, whose handler
+// takes it (a copy of the CPU sample's stack as the tick's, and the full
+// pass; signal_sampler.c). An offer still untaken at the next tick (a
+// holder blocked in a system call, or one without a timer) is taken back
+// and the tick's signal sent as before; then ticks signal before offering
+// again, 8 of them after the first untaken offer and twice as many after
+// each further one (at most 64), so a holder whose offers go untaken loses
+// at most one tick in 65 to them (its wall time is not lost: the next pass
+// counts it). Seen here: in some runs a busy thread's CPU-timer signals
+// came only right after a tick's own signal (the kernel checks a thread's
+// CPU timers when it enters the kernel), so no offer was ever taken; in
+// the others every one was. Returns true when the tick was offered (or an
+// offer was taken meanwhile): a pass is on its way.
+#define OFFER_BACKOFF_FIRST 8
+#define OFFER_BACKOFF_MAX 64
+
+static bool offer_tick_to_cpu_signal(scheduler *sched) {
+  if (sched->run->timers == NULL) return false;
+  if (sched->offer_ticks_to_wait > 0) {
+    sched->offer_ticks_to_wait--;
+    return false;
+  }
+  if (__atomic_exchange_n(&sched->tick_offered, 1, __ATOMIC_ACQ_REL) == 0) {
+    if (sched->offer_outstanding) sched->offer_backoff = 0; // the last offer was taken
+    sched->offer_outstanding = true;
+    return true;
+  }
+  // The last tick's offer: take it back, unless a handler takes it first.
+  if (__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL) == 0) return true;
+  sched->offer_outstanding = false;
+  sched->offer_backoff = sched->offer_backoff == 0 ? OFFER_BACKOFF_FIRST
+                         : sched->offer_backoff * 2 > OFFER_BACKOFF_MAX ? OFFER_BACKOFF_MAX
+                                                                        : sched->offer_backoff * 2;
+  sched->offer_ticks_to_wait = sched->offer_backoff;
+  return false;
 }
 
 // One tick: the GVL holder reads its own stack in its SIGPROF handler and
@@ -153,6 +206,7 @@ static bool tick_from_trigger(scheduler *sched) {
   if (sched->use_signals && !signals_sampling_handler_lost()) {
     if (has_owner) {
       sched->tick_target = owner;
+      if (offer_tick_to_cpu_signal(sched)) return true;
       switch (signals_send_sigprof_if_handler_in_place(owner)) {
         case SIGNAL_SENT:
           ADD(signals_sent);
@@ -336,6 +390,7 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "idle_helper_restarts", READ(idle_helper_restarts));
   PUT(stats, "idle_helper_missing", READ(idle_helper_missing));
   PUT(stats, "ticks_skipped", READ(ticks_skipped));
+  PUT(stats, "ticks_by_cpu_signal", READ(ticks_by_cpu_signal));
   PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
   PUT(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
   rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),

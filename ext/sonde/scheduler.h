@@ -40,6 +40,11 @@ pacing *scheduler_pacing(scheduler *sched);
 // read its stack for it); the postponed job it queues runs the full pass.
 void scheduler_note_tick_signal_safe(scheduler *sched);
 
+// Inside the SIGPROF handler of a CPU-timer signal on the GVL holder:
+// whether the trigger offered it the current tick (tick_from_trigger), and
+// takes it; the handler then records the tick as a tick's signal would.
+bool scheduler_take_offered_tick_signal_safe(scheduler *sched);
+
 // Whether a tick's signal was taken and its pass has not run yet; takes it
 // (the pass that calls this runs for it). With the GVL.
 bool scheduler_take_tick(scheduler *sched);

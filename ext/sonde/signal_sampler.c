@@ -57,6 +57,28 @@ static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *se
   return true;
 }
 
+// The trigger offered this tick to the GVL holder's CPU signal: the tick's
+// capture is a copy of the CPU sample just read (same thread, same moment),
+// and the pass runs as for a tick's own signal. A full buffer loses only
+// the copy: the pass then reads the holder's stack itself.
+static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
+  capture *slot = capture_buffer_claim_signal_safe(run->captures);
+  if (slot != NULL) {
+    slot->kind = CAPTURE_WALL;
+    slot->flags = cpu_slot->flags;
+    slot->tid = cpu_slot->tid;
+    slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
+    slot->depth = cpu_slot->depth;
+    slot->total_depth = cpu_slot->total_depth;
+    for (uint32_t i = 0; i < cpu_slot->depth; i++) {
+      slot->frame_ids[i] = cpu_slot->frame_ids[i];
+      slot->lines[i] = cpu_slot->lines[i];
+    }
+    capture_buffer_publish_signal_safe(run->captures, slot);
+  }
+  scheduler_note_tick_signal_safe(run->scheduler);
+}
+
 // A sample that cannot be kept is not committed: its CPU time goes with
 // the thread's next sample (cpu_timers.h).
 static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
@@ -75,6 +97,8 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
     return;
   }
   cpu_timers_commit_signal_safe(run->timers, hit);
+  // Read before publishing: once published, the pass may take the slot.
+  if (holder != NULL && scheduler_take_offered_tick_signal_safe(run->scheduler)) take_offered_tick(run, slot);
   capture_buffer_publish_signal_safe(run->captures, slot);
   if (holder != NULL) queue_recording();
 }
