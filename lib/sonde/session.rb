@@ -45,6 +45,9 @@ module Sonde
     # The options of the current (or last) run, or nil before any.
     attr_reader :options
 
+    # The current run's continuous mode (its flusher's counts), or nil.
+    attr_reader :continuous
+
     def start(**keywords)
       options = Options.new(**keywords)
       exporters = options.continuous ? build_exporters(options) : nil

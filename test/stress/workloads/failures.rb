@@ -106,7 +106,7 @@ when "throughput"
   continuous = nil
   if export
     Sonde.start(continuous: true, every: 1, export: export, service: "down")
-    continuous = Sonde.instance_variable_get(:@continuous) # the flusher's counts are internal
+    continuous = Sonde.session.continuous # the flusher's counts are internal
   end
   ops = 0
   started = monotonic
