@@ -9,6 +9,7 @@ require_relative "sonde/profile"
 require_relative "sonde/process_hooks"
 require_relative "sonde/continuous"
 require_relative "sonde/session"
+require_relative "sonde/labels"
 require_relative "sonde/trap_guard"
 
 # Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
@@ -125,6 +126,26 @@ module Sonde
         profile.write(out) if out
       end
       profile
+    end
+
+    # Runs the block with these labels added to the current fiber's (inner
+    # ones win; the previous labels come back when the block ends, however
+    # it ends). Every sample taken meanwhile, CPU and wall, carries them as
+    # pprof string labels:
+    #   Sonde.with_labels(tenant: "acme", job: "import") { work }
+    # Names and values: Strings or Symbols of valid UTF-8 without control
+    # characters, names up to 64 bytes, values up to 256, at most 16 labels
+    # at once; Sonde's own label names ("thread id", "state", ...) are
+    # refused. Cheap and harmless while Sonde is not running.
+    def with_labels(**labels, &block)
+      raise Sonde::ArgumentError, "Sonde.with_labels needs a block" unless block
+
+      Labels.with(labels, &block)
+    end
+
+    # The current fiber's labels (a frozen Hash of String => String).
+    def labels
+      Labels.current
     end
 
     # Calls the block with the Sonde::Profile recorded so far just before this

@@ -87,6 +87,7 @@ capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
       slot->sequence = 0;
       slot->depth = 0;
       slot->total_depth = 0;
+      slot->label_set = 0;
       return slot;
     }
   }

@@ -27,6 +27,7 @@ typedef struct {
   const recorder *rec;
   const profile_export_times *times;
   VALUE comments; // nil or an Array of Strings, checked by profile_export_check_comments
+  VALUE label_sets; // nil or the Ruby side's table: label set id -> frozen [key, value, key, value, ...]
   pprof_builder *builder;
   st_table *function_ids;  // frame_id -> pprof function id
   uint64_t *location_ids;  // recorder location index -> pprof location id
@@ -120,6 +121,22 @@ static void add_thread_names(export_run *run) {
   }
 }
 
+// The string labels of label set id into out (at most
+// PROFILE_EXPORT_MAX_LABELS); returns how many. An id the table does not
+// hold, or an entry that is not [String, String, ...], adds none.
+static size_t add_label_set(export_run *run, uint32_t id, pprof_label *out) {
+  if (id == 0 || !RB_TYPE_P(run->label_sets, T_ARRAY) || id >= (uint32_t)RARRAY_LEN(run->label_sets)) return 0;
+  VALUE pairs = RARRAY_AREF(run->label_sets, id);
+  if (!RB_TYPE_P(pairs, T_ARRAY)) return 0;
+  size_t count = 0;
+  for (long i = 0; i + 1 < RARRAY_LEN(pairs) && count < PROFILE_EXPORT_MAX_LABELS; i += 2) {
+    int64_t key = intern_ruby_string(run->builder, RARRAY_AREF(pairs, i));
+    int64_t value = intern_ruby_string(run->builder, RARRAY_AREF(pairs, i + 1));
+    if (key > 0 && value > 0) out[count++] = (pprof_label){.key = key, .str = value};
+  }
+  return count;
+}
+
 static void add_samples(export_run *run) {
   size_t count = recorder_sample_count(run->rec);
   size_t stack_capacity = 0;
@@ -137,7 +154,7 @@ static void add_samples(export_run *run) {
     recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
     int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
     check(state > 0);
-    pprof_label labels[5] = {
+    pprof_label labels[5 + PROFILE_EXPORT_MAX_LABELS] = {
         {.key = run->label_thread_id, .num = thread.thread_id},
         {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
         {.key = run->label_state, .str = state},
@@ -149,6 +166,7 @@ static void add_samples(export_run *run) {
       labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
       check(labels[3].str > 0 && labels[4].str > 0);
     }
+    label_count += add_label_set(run, sample.label_set, labels + label_count);
     check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, run->value_count, labels,
                            label_count) == 0);
   }
@@ -202,8 +220,8 @@ void profile_export_check_comments(VALUE comments) {
   }
 }
 
-VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments) {
-  export_run run = {.rec = rec, .times = times, .comments = comments};
+VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments, VALUE label_sets) {
+  export_run run = {.rec = rec, .times = times, .comments = comments, .label_sets = label_sets};
   return rb_ensure(build, (VALUE)&run, release, (VALUE)&run);
 }
 

@@ -22,7 +22,11 @@ void profile_export_check_comments(VALUE comments);
 // Returns the gzip'd pprof bytes as a binary String, with comments (nil or
 // an Array of Strings, already checked) in its comment field. Needs the GVL:
 // frames are named through the VM. Raises NoMemoryError when out of memory.
-VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments);
+// label_sets: nil, or the Ruby side's table of label sets (Sonde::Labels):
+// entry id is the frozen Array [key, value, ...] of set id, written as
+// string labels on each sample recorded under it.
+#define PROFILE_EXPORT_MAX_LABELS 16
+VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments, VALUE label_sets);
 
 // The frozen Hash {sample_types: {cpu_time: "cpu-time", ...}, units: {...},
 // labels: {thread_id: "thread id", ...}} of profile_names.h.

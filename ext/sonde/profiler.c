@@ -285,7 +285,8 @@ static VALUE stats_hash(const profiler_state *state) {
   return hash;
 }
 
-static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export, VALUE comments) {
+static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export, VALUE comments,
+                           VALUE label_sets) {
   profile_export_times times = {
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,
@@ -296,18 +297,19 @@ static VALUE period_result(const profiler_state *state, const recorder_period *p
   rb_hash_aset(result, ID2SYM(rb_intern("failure")), sampling_pass_failure(state->run.pass));
   rb_hash_aset(result, ID2SYM(rb_intern("start_epoch_ns")), LL2NUM(times.start_epoch_ns));
   rb_hash_aset(result, ID2SYM(rb_intern("duration_ns")), LL2NUM(times.duration_ns));
-  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(period->rec, &times, comments) : Qnil);
+  rb_hash_aset(result, ID2SYM(rb_intern("pprof")), export ? profile_export_pprof(period->rec, &times, comments, label_sets) : Qnil);
   return result;
 }
 
-// Native.stop(export, comments = nil) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
+// Native.stop(export, comments = nil, label_sets = nil) -> {pprof:, start_epoch_ns:, duration_ns:, stats:, failure:}
 // The profile covers the time since the last flush (or the start). With
 // export false, pprof is nil: the samples are dropped unencoded (a forked
 // child discarding what it inherited from its parent). comments: nil or an
-// Array of Strings, written into the profile's comments.
+// Array of Strings, written into the profile's comments. label_sets: the
+// Ruby side's label-set table (Sonde::Labels.table), or nil.
 static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
-  VALUE export, comments;
-  rb_scan_args(argc, argv, "11", &export, &comments);
+  VALUE export, comments, label_sets;
+  rb_scan_args(argc, argv, "12", &export, &comments, &label_sets);
   profile_export_check_comments(comments); // before anything is halted
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
@@ -319,7 +321,7 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   VALUE holder = profiler_holder;
   profiler_holder = Qnil;
   recorder_period period = recorder_slots_final_period(state->run.slots, end);
-  VALUE result = period_result(state, &period, RTEST(export), comments);
+  VALUE result = period_result(state, &period, RTEST(export), comments, label_sets);
   // Free now rather than at the holder's collection: a profile can be large.
   RTYPEDDATA_DATA(holder) = NULL;
   free_profiler(state);
@@ -330,12 +332,12 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
 typedef struct {
   profiler_state *state;
   recorder_period period;
-  VALUE comments;
+  VALUE comments, label_sets;
 } flush_run;
 
 static VALUE export_flushed_period(VALUE arg) {
   flush_run *run = (flush_run *)arg;
-  return period_result(run->state, &run->period, true, run->comments);
+  return period_result(run->state, &run->period, true, run->comments, run->label_sets);
 }
 
 static VALUE finish_flush(VALUE arg) {
@@ -344,12 +346,12 @@ static VALUE finish_flush(VALUE arg) {
   return Qnil;
 }
 
-// Native.flush(comments = nil) -> same as stop, for the period since the
+// Native.flush(comments = nil, label_sets = nil) -> same as stop, for the period since the
 // previous flush, while sampling goes on into the other recorder. The
 // encoding runs with the GVL released (see profile_export.c).
 static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
-  VALUE comments;
-  rb_scan_args(argc, argv, "01", &comments);
+  VALUE comments, label_sets;
+  rb_scan_args(argc, argv, "02", &comments, &label_sets);
   profile_export_check_comments(comments);
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
@@ -357,7 +359,7 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
   if (!state->halted) sampling_pass_record_captures(&state->run, false);
   // We hold the GVL, and every pass runs with it: no pass is half-way
   // through the recorder we take away.
-  flush_run run = {.state = state, .comments = comments};
+  flush_run run = {.state = state, .comments = comments, .label_sets = label_sets};
   if (!recorder_slots_begin_flush(state->run.slots, clocks_monotonic_ns(), &run.period)) {
     rb_raise(error_class("StateError"), "a flush is already in progress");
   }

@@ -1,4 +1,4 @@
-// recorder.c: aggregates samples by (stack, thread, state). Pure C, no Ruby.
+// recorder.c: aggregates samples by (stack, thread, state, label set). Pure C, no Ruby.
 //
 // Runs on the sampling path with the GVL held; never in a signal handler and
 // never during GC, so it may allocate, but only when it meets something new.
@@ -15,7 +15,7 @@
 //   threads    unique (thread_id, name); names are copied into one byte
 //              arena so that a cleared recorder records them again without
 //              allocating
-//   samples    unique (stack, thread, state) -> summed values
+//   samples    unique (stack, thread, state, label set) -> summed values
 //
 // Failure is all or nothing: recorder_record first finds what is missing,
 // then reserves room for all of it, and only then inserts. Reserving only
@@ -117,6 +117,7 @@ typedef struct {
   uint32_t stack_index;
   uint32_t thread_index;
   uint8_t state;
+  uint32_t label_set;
   int64_t values[RECORDER_VALUE_COUNT];
 } sample_entry;
 
@@ -218,8 +219,9 @@ static uint32_t hash_thread(int64_t thread_id, const char *name, size_t name_len
   return hash_fold(hash_step(h, (uint64_t)thread_id));
 }
 
-static uint32_t hash_sample(uint32_t stack_index, uint32_t thread_index, uint8_t state) {
-  return hash_fold(hash_step(hash_step(HASH_SEED, ((uint64_t)stack_index << 32) | thread_index), state));
+static uint32_t hash_sample(uint32_t stack_index, uint32_t thread_index, uint8_t state, uint32_t label_set) {
+  uint64_t h = hash_step(HASH_SEED, ((uint64_t)stack_index << 32) | thread_index);
+  return hash_fold(hash_step(h, ((uint64_t)label_set << 8) | state));
 }
 
 // ---------------------------------------------------------------------------
@@ -429,13 +431,14 @@ typedef struct {
   uint32_t stack_index;
   uint32_t thread_index;
   uint8_t state;
+  uint32_t label_set;
 } sample_key;
 
 static bool sample_matches(const recorder *rec, uint32_t entry, const void *key) {
   const sample_entry *sample = &rec->samples.entries[entry];
   const sample_key *wanted = key;
   return sample->stack_index == wanted->stack_index && sample->thread_index == wanted->thread_index &&
-         sample->state == wanted->state;
+         sample->state == wanted->state && sample->label_set == wanted->label_set;
 }
 
 static slot *sample_slot(const recorder *rec, const sample_key *key, uint32_t hash) {
@@ -457,6 +460,7 @@ static uint32_t insert_sample(recorder *rec, slot *target, const sample_key *key
   sample->stack_index = key->stack_index;
   sample->thread_index = key->thread_index;
   sample->state = key->state;
+  sample->label_set = key->label_set;
   memset(sample->values, 0, sizeof(sample->values));
   hash_index_fill(target, hash, table->count);
   return table->count++;
@@ -590,11 +594,11 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
   uint32_t thread_index = thread_found->entry_plus_one ? thread_found->entry_plus_one - 1 : NOT_FOUND;
   missing.new_thread = thread_index == NOT_FOUND;
 
-  sample_key sample = {stack_index, thread_index, state};
+  sample_key sample = {stack_index, thread_index, state, 0};
   uint32_t sample_hash = 0;
   uint32_t sample_index = NOT_FOUND;
   if (!missing.new_stack && !missing.new_thread) {
-    sample_hash = hash_sample(stack_index, thread_index, state);
+    sample_hash = hash_sample(stack_index, thread_index, state, 0);
     slot *found = sample_slot(rec, &sample, sample_hash);
     if (found->entry_plus_one) sample_index = found->entry_plus_one - 1;
   }
@@ -610,7 +614,7 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
     }
     if (missing.new_thread)
       sample.thread_index = insert_thread(rec, thread_slot(rec, &thread, thread_hash), &thread, thread_hash);
-    sample_hash = hash_sample(sample.stack_index, sample.thread_index, state);
+    sample_hash = hash_sample(sample.stack_index, sample.thread_index, state, 0);
     sample_index = insert_sample(rec, sample_slot(rec, &sample, sample_hash), &sample, sample_hash);
   }
   add_values(rec->samples.entries[sample_index].values, values);
@@ -664,11 +668,12 @@ int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_
   return 0;
 }
 
-int recorder_add(recorder *rec, uint32_t stack_id, uint32_t thread_index, uint8_t state,
+int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]) {
-  if (!rec || !values || stack_id >= rec->stacks.count || thread_index >= rec->threads.count) return -1;
-  sample_key sample = {stack_id, thread_index, state};
-  uint32_t hash = hash_sample(stack_id, thread_index, state);
+  if (!rec || !values || !context || stack_id >= rec->stacks.count || context->thread_index >= rec->threads.count)
+    return -1;
+  sample_key sample = {stack_id, context->thread_index, context->state, context->label_set};
+  uint32_t hash = hash_sample(stack_id, context->thread_index, context->state, context->label_set);
   slot *found = sample_slot(rec, &sample, hash);
   uint32_t sample_index;
   if (found->entry_plus_one) {
@@ -717,6 +722,7 @@ recorder_sample recorder_sample_at(const recorder *rec, size_t index) {
   sample.depth = stack->depth;
   sample.thread_index = entry->thread_index;
   sample.state = entry->state;
+  sample.label_set = entry->label_set;
   memcpy(sample.values, entry->values, sizeof(sample.values));
   return sample;
 }

@@ -35,12 +35,22 @@ typedef struct {
   const char *name; // NUL-terminated, owned by the recorder
 } recorder_thread;
 
+// What a sample is recorded under besides its stack: its thread, its state
+// byte and its label set. The recorder keys samples on (stack, context);
+// state and label_set are opaque numbers to it (0: no labels).
+typedef struct {
+  uint32_t thread_index; // from recorder_intern_thread
+  uint8_t state;
+  uint32_t label_set;
+} recorder_context;
+
 // One aggregated sample, as read back for export.
 typedef struct {
   const uint32_t *location_indexes; // leaf first; index into the location table
   uint32_t depth;
   uint32_t thread_index; // index into the thread table
   uint8_t state;         // opaque to the recorder
+  uint32_t label_set;    // opaque to the recorder; 0 when the sample had none
   int64_t values[RECORDER_VALUE_COUNT];
 } recorder_sample;
 
@@ -71,7 +81,7 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
 uint64_t recorder_generation(const recorder *rec);
 int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id);
 int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index);
-int recorder_add(recorder *rec, uint32_t stack_id, uint32_t thread_index, uint8_t state,
+int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]);
 
 // Read-back, for export. Indexes run from 0 to count - 1, in the order first

@@ -32,6 +32,7 @@
 #include "stacks.h"
 #include "thread_contexts.h"
 #include "thread_states.h"
+#include "labels.h"
 #include "vm.h"
 
 #define INITIAL_THREAD_CAPACITY 16
@@ -46,6 +47,7 @@ struct sampling_pass {
   int64_t holder_tid;
   uint32_t holder_depth;
   bool holder_read_later; // its handler could not read it (a GC ran): read it now
+  uint32_t holder_label_set; // its label set at the tick
   recorder_frame *holder_frames; // max_frames + 1
   VALUE failure;
   bool fail_next;
@@ -265,9 +267,11 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
     recorded = record_unattributed(rec, frames, depth, captured->tid, state, values);
     pass->unattributed++;
   } else {
-    uint32_t stack_id, thread_index;
-    recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 && thread_index_for(rec, context, &thread_index) &&
-               recorder_add(rec, stack_id, thread_index, state, values) == 0;
+    uint32_t stack_id;
+    recorder_context sample_context = {.state = state, .label_set = captured->label_set};
+    recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 &&
+               thread_index_for(rec, context, &sample_context.thread_index) &&
+               recorder_add(rec, stack_id, &sample_context, values) == 0;
   }
   if (!recorded) {
     pass->dropped_samples++;
@@ -285,6 +289,7 @@ static capture_verdict take_wall_capture(drain_run *drain, const capture *captur
   if (drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
   if (drain->mode == DRAIN_FINAL) return CAPTURE_TAKEN;
   pass->holder_tid = captured->tid;
+  pass->holder_label_set = captured->label_set;
   // A tick that landed in a GC has no stack: the holder's is read now, after it.
   pass->holder_read_later = (captured->flags & (CAPTURE_STACK_LATER | CAPTURE_IN_GC)) != 0;
   pass->holder_depth = pass->holder_read_later ? 0 : stacks_from_capture(captured, pass->holder_frames, pass->max_frames);
@@ -377,15 +382,20 @@ typedef enum { STACK_FOUND, STACK_EMPTY, STACK_NO_MEMORY } stack_result;
 // read at the tick, the previous one when the thread has not run since, or
 // the one it has now. STACK_EMPTY for a thread with no frame to show (it
 // is ending: its VM stack is gone, yet it may run this very pass).
+// Whether the thread's wall sample takes the stack (and label set) its
+// handler read at the tick: while it still holds the GVL (the pass runs at
+// its next safe point); once it let the GVL go, the stack it has now is the
+// one to show, and it cannot change meanwhile.
+static bool uses_holder_capture(const sampling_pass *pass, const vm_thread_info *info) {
+  return pass->holder_tid == info->native_tid && !pass->holder_read_later && info->state == VM_THREAD_RUNNING;
+}
+
 static stack_result wall_stack_for(sonde_run *run, thread_context *context, const vm_thread_info *info,
                                    uint64_t run_marker, bool marker_known, recorder *rec, uint32_t *stack_id) {
   sampling_pass *pass = run->pass;
   uint64_t generation = recorder_generation(rec);
   bool ok;
-  // The stack its handler read at the tick, while it still holds the GVL
-  // (the pass runs at its next safe point); once it let the GVL go, the
-  // stack it has now is the one to show, and it cannot change meanwhile.
-  if (pass->holder_tid == info->native_tid && !pass->holder_read_later && info->state == VM_THREAD_RUNNING) {
+  if (uses_holder_capture(pass, info)) {
     ok = recorder_intern_stack(rec, pass->holder_frames, pass->holder_depth, stack_id) == 0;
   } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
     *stack_id = context->stack_id;
@@ -443,6 +453,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   context->wall_ns_at_previous_sample = now;
   context->sampled = true;
 
+  uint32_t label_set = uses_holder_capture(pass, info) ? pass->holder_label_set : labels_of_thread(info->thread);
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
     *someone_on_cpu = true;
@@ -473,7 +484,9 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
         [RECORDER_WALL_SAMPLES] = is_now ? 1 : 0,
         [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
     };
-    if (recorder_add(rec, stack_id, thread_index, (uint8_t)parts[i].state, values) != 0) {
+    recorder_context sample_context = {.thread_index = thread_index, .state = (uint8_t)parts[i].state,
+                                       .label_set = label_set};
+    if (recorder_add(rec, stack_id, &sample_context, values) != 0) {
       pass->dropped_samples++;
       return;
     }

@@ -14,6 +14,7 @@
 
 #include "capture_buffer.h"
 #include "cpu_timers.h"
+#include "labels.h"
 #include "run.h"
 #include "scheduler.h"
 #include "vm.h"
@@ -67,6 +68,7 @@ static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
     slot->kind = CAPTURE_WALL;
     slot->flags = cpu_slot->flags;
     slot->tid = cpu_slot->tid;
+    slot->label_set = cpu_slot->label_set;
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     slot->depth = cpu_slot->depth;
     slot->total_depth = cpu_slot->total_depth;
@@ -88,6 +90,7 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   const void *holder = vm_gvl_holder_self_signal_safe();
   slot->kind = CAPTURE_CPU;
   slot->tid = hit->tid;
+  slot->label_set = labels_current_signal_safe();
   slot->cpu_ns = hit->cpu_ns;
   slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
   if (holder != NULL) slot->flags |= CAPTURE_HELD_GVL;
@@ -114,6 +117,7 @@ static void capture_tick(sonde_run *run) {
   if (slot != NULL) {
     slot->kind = CAPTURE_WALL;
     slot->flags = CAPTURE_HELD_GVL;
+    slot->label_set = labels_current_signal_safe();
     slot->tid = (int32_t)syscall(SYS_gettid);
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     // A stack that cannot be read here is read by the pass: worse, not lost.

@@ -4,6 +4,7 @@
 // library exports (everything else is hidden by -fvisibility=hidden).
 #include <ruby.h>
 
+#include "labels.h"
 #include "own_threads.h"
 #include "profiler.h"
 #include "sampling_pass.h"
@@ -16,5 +17,6 @@ __attribute__((visibility("default"))) void sonde_native_init(VALUE native_modul
   sampling_pass_prepare_job();
   own_threads_install_thread_list_filter();
   profiler_define_methods(native_module);
+  labels_define_methods(native_module);
   testing_define_methods(native_module);
 }

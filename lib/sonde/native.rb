@@ -91,6 +91,7 @@ module Sonde
       # like any other, so init never runs a second time on a half-set-up
       # module.
       def load_core(core)
+        require_relative "labels" # the core's init reads Sonde::Labels' constants
         load_library(core)
       rescue Sonde::Error
         raise

@@ -5,6 +5,7 @@ require_relative "native"
 require_relative "options"
 require_relative "profile"
 require_relative "continuous"
+require_relative "labels"
 
 module Sonde
   # Raised by Sonde.stop when sampling failed during the run. The
@@ -73,7 +74,7 @@ module Sonde
           raise StateError, STOPPED unless Native.active?
 
           @continuous = nil
-          Native.stop(true, tags && Continuous.comments(tags))
+          Native.stop(true, tags && Continuous.comments(tags), Labels.table)
         end
       ensure
         @stopping = false
@@ -95,7 +96,7 @@ module Sonde
       result = @lock.synchronize do
         raise StateError, STOPPED unless active?
 
-        Native.flush(comments)
+        Native.flush(comments, Labels.table)
       end
       profile_from(result)
     end

@@ -608,7 +608,8 @@ static int record_in_steps(recorder *rec, reference_model *model, const workload
       ok = recorder_intern_thread(rec, thread->id, thread->name, &thread_ids[sample->thread]) == 0;
       if (ok) thread_generation[sample->thread] = generation;
     }
-    ok = ok && recorder_add(rec, stack_ids[sample->stack], thread_ids[sample->thread], sample->state,
+    recorder_context context = {.thread_index = thread_ids[sample->thread], .state = sample->state};
+    ok = ok && recorder_add(rec, stack_ids[sample->stack], &context,
                             sample->values) == 0;
     if (ok) {
       reference_add(model, sample);
@@ -650,15 +651,19 @@ static void test_steps_reject_ids_out_of_range(void) {
   recorder *rec = new_recorder();
   const int64_t values[RECORDER_VALUE_COUNT] = {1, 1, 1, 1};
   uint32_t stack, thread;
-  CHECK_EQ_INT(recorder_add(rec, 0, 0, 0, values), -1); // nothing interned yet
+  recorder_context nothing = {0};
+  CHECK_EQ_INT(recorder_add(rec, 0, &nothing, values), -1); // nothing interned yet
   recorder_frame frames[2] = {{.frame_id = 8, .line = 1}, {.frame_id = 16, .line = 2}};
   CHECK_EQ_INT(recorder_intern_stack(rec, frames, 2, &stack), 0);
   CHECK_EQ_INT(recorder_intern_thread(rec, 7, "worker", &thread), 0);
-  CHECK_EQ_INT(recorder_add(rec, stack + 1, thread, 0, values), -1);
-  CHECK_EQ_INT(recorder_add(rec, stack, thread + 1, 0, values), -1);
+  recorder_context context = {.thread_index = thread};
+  recorder_context unknown_thread = {.thread_index = thread + 1};
+  CHECK_EQ_INT(recorder_add(rec, stack + 1, &context, values), -1);
+  CHECK_EQ_INT(recorder_add(rec, stack, &unknown_thread, values), -1);
+  CHECK_EQ_INT(recorder_add(rec, stack, NULL, values), -1);
   CHECK_EQ_INT(recorder_sample_count(rec), 0);
-  CHECK_EQ_INT(recorder_add(rec, stack, thread, 0, values), 0);
-  CHECK_EQ_INT(recorder_add(rec, stack, thread, 0, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &context, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &context, values), 0);
   CHECK_EQ_INT(recorder_sample_count(rec), 1);
   CHECK(recorder_total(rec, RECORDER_WALL_SAMPLES) == 2);
   // Interning again finds the same ids.
@@ -693,6 +698,44 @@ static void test_out_of_range_reads_are_zero(void) {
   recorder_free(rec);
 }
 
+// Label sets split samples like threads and states do: the same stack,
+// thread and state under two label sets are two samples; under one, one.
+// Recording a labelled sample into a warm recorder allocates nothing.
+static void test_label_sets_split_samples_and_record_without_allocating(void) {
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {10, 1, 20, 1};
+  recorder_frame frames[2] = {{.frame_id = 8, .line = 1}, {.frame_id = 16, .line = 2}};
+  uint32_t stack, thread;
+  CHECK_EQ_INT(recorder_intern_stack(rec, frames, 2, &stack), 0);
+  CHECK_EQ_INT(recorder_intern_thread(rec, 7, "worker", &thread), 0);
+  recorder_context plain = {.thread_index = thread, .state = 1};
+  recorder_context acme = {.thread_index = thread, .state = 1, .label_set = 1};
+  recorder_context globex = {.thread_index = thread, .state = 1, .label_set = 2};
+  CHECK_EQ_INT(recorder_add(rec, stack, &plain, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &acme, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &globex, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &acme, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 3);
+  int64_t by_label[3] = {0};
+  for (size_t i = 0; i < recorder_sample_count(rec); i++) {
+    recorder_sample sample = recorder_sample_at(rec, i);
+    CHECK(sample.label_set <= 2);
+    CHECK_EQ_INT(sample.thread_index, thread);
+    CHECK_EQ_INT(sample.state, 1);
+    if (sample.label_set <= 2) by_label[sample.label_set] += sample.values[RECORDER_CPU_TIME_NS];
+  }
+  CHECK(by_label[0] == 10 && by_label[1] == 20 && by_label[2] == 10);
+  // Unlabelled recording (recorder_record) is label set 0, the same sample.
+  CHECK_EQ_INT(recorder_record(rec, frames, 2, 7, "worker", 1, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 3);
+  // Once every key exists, adding allocates nothing: every allocation fails now.
+  recorder_fail_allocations_after_for_testing(rec, 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &globex, values), 0);
+  CHECK_EQ_INT(recorder_add(rec, stack, &acme, values), 0);
+  CHECK_EQ_INT(recorder_sample_count(rec), 3);
+  recorder_free(rec);
+}
+
 int main(void) {
   RUN(test_matches_reference_model);
   RUN(test_clear_then_record_new_data);
@@ -707,5 +750,6 @@ int main(void) {
   RUN(test_recording_in_steps_matches_the_reference_model);
   RUN(test_steps_reject_ids_out_of_range);
   RUN(test_steps_out_of_memory_keep_the_accepted_samples);
+  RUN(test_label_sets_split_samples_and_record_without_allocating);
   return test_summary("recorder");
 }

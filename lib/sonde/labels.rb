@@ -1,0 +1,136 @@
+# frozen_string_literal: true
+
+require_relative "errors"
+require_relative "setting"
+require_relative "native"
+
+module Sonde
+  # Labels: key/value pairs that the samples taken while they are set
+  # carry, as pprof string labels (which endpoint, which job, which
+  # tenant). Sonde.with_labels and Sonde.labels are their face.
+  #
+  # Per fiber: the current labels live in fiber-locals (Thread.current[]),
+  # so a fiber scheduler or Falcon cannot leak one request's labels into
+  # another's. Each distinct set of labels is interned once into an id;
+  # the native core keeps, per thread, the id of the set its current fiber
+  # runs under (a thread-local the signal handler reads; fiber switches
+  # update it), so a sample with labels records an integer and allocates
+  # nothing. At export the encoder names the ids from #table.
+  #
+  # Threads: with/current run on application threads; interning takes
+  # @lock (a Hash lookup once the set is known).
+  module Labels
+    # Fiber-local keys: the current set's id (the native core reads it:
+    # labels.c) and the current labels Hash.
+    FIBER_KEY = :__sonde_label_set
+    HASH_KEY = :__sonde_labels
+    # Bounds: labels per sample (the native core checks its own bound is
+    # at least this at load), bytes per key and value, and distinct sets
+    # per process (cardinality: a set per user id would grow without end).
+    MAX_LABELS = 16
+    MAX_KEY_BYTES = 64
+    MAX_VALUE_BYTES = 256
+    MAX_SETS = 100_000
+    EMPTY = {}.freeze
+
+    @lock = Mutex.new
+    @ids = {}
+    # id -> frozen [key, value, key, value, ...]; id 0 is "no labels".
+    @table = [nil]
+    @overflow_warned = false
+
+    class << self
+      # The table the encoder names label set ids from (Native.flush/stop).
+      attr_reader :table
+
+      # Runs the block with labels added to the current ones (inner wins);
+      # the previous labels come back when it ends, however it ends.
+      def with(labels)
+        merged = current.merge(normalize(labels)).freeze
+        previous_hash = Thread.current[HASH_KEY]
+        previous_id = Thread.current[FIBER_KEY]
+        switch_to(merged, intern(merged))
+        begin
+          yield
+        ensure
+          switch_to(previous_hash, previous_id)
+        end
+      end
+
+      # The labels of the current fiber (a frozen Hash of String => String).
+      def current
+        Thread.current[HASH_KEY] || EMPTY
+      end
+
+      private
+
+      def switch_to(hash, id)
+        Thread.current[HASH_KEY] = hash
+        Thread.current[FIBER_KEY] = id
+        # Until the core is loaded (Sonde never started) only the
+        # fiber-locals change: the first pass reads them.
+        Native.label_set_changed if Native.loaded?
+      end
+
+      # The set's id, 0 (no labels recorded) past MAX_SETS.
+      def intern(labels)
+        return 0 if labels.empty?
+
+        @lock.synchronize do
+          @ids.fetch(labels) do
+            if @table.size > MAX_SETS
+              warn_overflow
+              return 0
+            end
+            @table << labels.flat_map { |key, value| [key, value] }.freeze
+            @ids[labels] = @table.size - 1
+          end
+        end
+      end
+
+      def warn_overflow
+        return if @overflow_warned
+
+        @overflow_warned = true
+        warn "sonde: more than #{MAX_SETS} distinct label sets; samples under new ones carry no labels " \
+             "(a label whose value is unbounded, such as a user id, makes a new set per value)"
+      end
+
+      def normalize(labels)
+        unless labels.is_a?(Hash)
+          raise Sonde::ArgumentError, "labels must be a Hash of name => value, got #{Setting.shown(labels)}"
+        end
+
+        normalized = labels.to_h { |key, value| [text(key, "label name", MAX_KEY_BYTES, key), text(value, "label value", MAX_VALUE_BYTES, key)] }
+        reserved = normalized.keys & reserved_names
+        unless reserved.empty?
+          raise Sonde::ArgumentError, "label name #{reserved.first.inspect} is Sonde's own; choose another " \
+                                      "(Sonde's: #{reserved_names.map(&:inspect).join(", ")})"
+        end
+        if (current.keys | normalized.keys).size > MAX_LABELS
+          raise Sonde::ArgumentError, "at most #{MAX_LABELS} labels at once, with those already set " \
+                                      "(#{(current.keys | normalized.keys).size} asked)"
+        end
+        normalized
+      end
+
+      # A String or Symbol of valid UTF-8, 1..max bytes, no control
+      # characters (no NUL: the encoder takes C strings).
+      def text(value, what, max_bytes, key)
+        string = value.is_a?(Symbol) ? value.to_s : value
+        valid = string.is_a?(String) && string.valid_encoding? && !string.empty? &&
+                string.bytesize <= max_bytes && !string.match?(/[[:cntrl:]]/)
+        return string.dup.freeze if valid
+
+        about = what == "label value" ? " (of #{Setting.shown(key)})" : ""
+        raise Sonde::ArgumentError, "#{what}#{about} must be a String or Symbol of 1 to #{max_bytes} bytes " \
+                                    "(valid UTF-8, no control characters), got #{Setting.shown(value)}"
+      end
+
+      # The label names Sonde's own samples carry, when the core can load.
+      def reserved_names
+        @reserved_names ||= Native.load ? Native::PROFILE_NAMES.fetch(:labels).values : []
+      end
+    end
+  end
+end
