@@ -43,14 +43,14 @@ class PumaTest < Minitest::Test
     server&.close
   end
 
-  def start_puma(port)
+  def start_puma(port, rackup: "config.ru", env: {})
     env = {
       "RUBYOPT" => "-I#{LIB} -rsonde/auto", "SONDE_EXPORT" => "dir:#{@dir}", "SONDE_SERVICE" => "puma-test",
       "PUMA_PORT" => port.to_s, "PUMA_WORKERS" => WORKERS.to_s, "PUMA_THREADS" => "4"
-    }
+    }.merge(env)
     log = File.join(@dir, "puma.log")
     puma = Gem.bin_path("puma", "puma") rescue "puma" # rubocop:disable Style/RescueModifier -- Debian's puma is not a gem
-    pid = Process.spawn(env, RbConfig.ruby, puma, "-C", File.join(APP, "puma.rb"), File.join(APP, "config.ru"),
+    pid = Process.spawn(env, RbConfig.ruby, puma, "-C", File.join(APP, "puma.rb"), File.join(APP, rackup),
                         chdir: @dir, out: log, err: log, pgroup: true)
     [pid, log]
   end
@@ -67,8 +67,9 @@ class PumaTest < Minitest::Test
     end
   end
 
-  # CLIENTS threads with keep-alive connections; returns requests served by worker pid.
-  def load(port)
+  # CLIENTS threads with keep-alive connections; returns requests served by
+  # worker pid. paths: the request paths, taken in turn.
+  def load(port, paths: nil)
     served = Hash.new(0)
     lock = Mutex.new
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + LOAD_SECONDS
@@ -77,7 +78,8 @@ class PumaTest < Minitest::Test
         Net::HTTP.start("127.0.0.1", port) do |http|
           n = 0
           while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-            response = http.get("/items/#{client}-#{n += 1}")
+            n += 1
+            response = http.get(paths ? paths[n % paths.size] : "/items/#{client}-#{n}")
             lock.synchronize { served[response.body.split.first.to_i] += 1 }
           end
         end
@@ -132,6 +134,36 @@ class PumaTest < Minitest::Test
       assert_operator served[worker], :>, 100, detail
       assert_operator handler, :>=, 0.8 * all, detail
       assert_operator waits, :<=, 0.05 * all, detail
+    end
+  end
+
+  # Sonde::Middleware under the same server: two endpoints whose requests
+  # cost 1:4 of CPU, asked for equally; each worker's profiles put the
+  # endpoints' CPU time in that ratio, by the endpoint label.
+  def test_each_worker_splits_its_cpu_by_endpoint_label
+    port = free_port
+    # Requests of several kernel ticks each (8 and 32 ms; the tick is 4 ms
+    # here): CPU timers are checked at the tick, so bursts shorter than it
+    # are under-sampled against longer ones on the same thread (README,
+    # "CPU timers").
+    pid, log = start_puma(port, rackup: "labelled.ru", env: { "APP_BURN_MS" => "8" })
+    begin
+      wait_until_serving(port, pid, log)
+      served = load(port, paths: ["/light/1", "/heavy/2"])
+    ensure
+      stop_puma(pid)
+    end
+    workers = served.keys - [pid]
+    assert_equal WORKERS, workers.size, "requests were served by #{served.inspect}\n#{File.read(log)}"
+    profiles = profiles_by_pid
+    workers.each do |worker|
+      worker_profiles = profiles.fetch(worker) { flunk "no profile from worker #{worker}: #{profiles.keys}" }
+      light = cpu_where(worker_profiles) { |_p, s| s.labels["endpoint"] == "GET /light" }
+      heavy = cpu_where(worker_profiles) { |_p, s| s.labels["endpoint"] == "GET /heavy" }
+      detail = "worker #{worker}: #{served[worker]} requests, light #{(light / 1e6).round} ms, heavy #{(heavy / 1e6).round} ms"
+      assert_operator light, :>, 0, detail
+      puts detail if ENV["SONDE_TEST_VERBOSE"]
+      assert_in_delta 4.0, heavy.to_f / light, 1.0, detail
     end
   end
 end

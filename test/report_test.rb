@@ -189,7 +189,7 @@ class ReportTest < Minitest::Test
   def test_rejects_bad_options
     profile = ReportFixture.profile
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, by: :process) }
-    assert_match(/by: :process is not accepted \(expected one of nil, :thread, :state\)/, error.message)
+    assert_match(/by: :process is not accepted \(expected one of nil, :thread, :state, or "label:NAME"\)/, error.message)
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, sample: :gpu) }
     assert_match(/sample: :gpu .*:cpu, :wall/, error.message)
     assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, top: 0) }
@@ -201,6 +201,20 @@ class ReportTest < Minitest::Test
     sleeping, running = out.split(/^State running/)
     assert_match(/Wall time: 160 ms/, running)
     assert_equal ["200 ms", "100.0%", "200 ms", "100.0%", "main", "app.rb:1"], row(sleeping, "main")
+  end
+
+  # Any string label splits the report (label:endpoint from the middleware,
+  # with_labels' own); the thread name is one here. Busiest value first.
+  def test_by_label
+    out = render(by: "label:thread name", sample: :cpu)
+    assert_equal ["Label thread name=worker", "Label thread name=main"], out.lines.grep(/\ALabel /).map(&:chomp)
+    worker, main = out.split(/^Label thread name=main/)
+    assert_match(/CPU time: 60.0 ms in 6 samples/, worker)
+    assert_match(/CPU time: 40.0 ms in 4 samples/, main)
+    none = render(by: "label:endpoint", sample: :cpu)
+    assert_match(/\ALabel endpoint \(none\)\nCPU time: 100 ms in 10 samples/, none)
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(ReportFixture.profile, by: "labels") }
+    assert_match(/or "label:NAME"/, error.message)
   end
 
   def test_focus_keeps_samples_through_a_matching_function

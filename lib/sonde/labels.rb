@@ -62,6 +62,12 @@ module Sonde
         Thread.current[HASH_KEY] || EMPTY
       end
 
+      # labels as with takes them (String names and values, frozen), or
+      # Sonde::ArgumentError saying which is wrong and what is accepted.
+      def check(labels)
+        normalize(labels).freeze
+      end
+
       private
 
       def switch_to(hash, id)

@@ -23,6 +23,9 @@ module Sonde
     # any) counts its samples.
     Kind = Struct.new(:title, :type, :count_type)
     BY_VALUES = [nil, :thread, :state].freeze
+    # by: "label:NAME" splits by the value of the string label NAME
+    # (Sonde.with_labels, Sonde::Middleware's "endpoint").
+    BY_LABEL = /\Alabel:(.+)\z/.freeze
     SAMPLE_VALUES = [nil, :cpu, :wall].freeze
     DEFAULT_TOP = 20
 
@@ -36,7 +39,7 @@ module Sonde
 
     def initialize(profile, by: nil, sample: nil, top: DEFAULT_TOP, focus: nil, ignore: nil, lines: false,
                    function: nil)
-      check_option(:by, by, BY_VALUES)
+      check_option(:by, by, BY_VALUES) unless by.is_a?(String) && BY_LABEL.match?(by)
       check_option(:sample, sample, SAMPLE_VALUES)
       check_option(:lines, lines, [true, false])
       unless top.is_a?(Integer) && top.positive?
@@ -64,6 +67,8 @@ module Sonde
         render_threads(io)
       elsif @by == :state
         render_states(io)
+      elsif @by.is_a?(String)
+        render_split(io, LabelSplit.new(@samples, @by[BY_LABEL, 1]).parts)
       else
         render_tables(io, @samples)
       end
@@ -75,8 +80,9 @@ module Sonde
     def check_option(name, value, accepted)
       return if accepted.include?(value)
 
+      label = name == :by ? ", or \"label:NAME\"" : ""
       raise Sonde::ArgumentError,
-            "#{name}: #{value.inspect} is not accepted (expected one of #{accepted.map(&:inspect).join(", ")})"
+            "#{name}: #{value.inspect} is not accepted (expected one of #{accepted.map(&:inspect).join(", ")}#{label})"
     end
 
     def check_regexp(name, value)
@@ -287,6 +293,29 @@ module Sonde
     module SampleSum
       def sum(value_index)
         samples.sum { |sample| sample.values[value_index] }
+      end
+    end
+
+    # The samples of each value of one string label (label:NAME); samples
+    # without it come under "(none)".
+    class LabelSplit
+      LabelSamples = Struct.new(:name, :id, :samples) do
+        include SampleSum
+
+        def heading
+          id ? "Label #{name}=#{id}" : "Label #{name} (none)"
+        end
+      end
+
+      attr_reader :parts
+
+      def initialize(samples, name)
+        by_value = {}
+        samples.each do |sample|
+          value = sample.labels[name]
+          (by_value[value] ||= LabelSamples.new(name, value, [])).samples << sample
+        end
+        @parts = by_value.values
       end
     end
 

@@ -9,7 +9,7 @@ require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
-    # `sonde report FILE [--by thread|state] [--sample cpu|wall] [--top N]
+    # `sonde report FILE [--by thread|state|label:NAME] [--sample cpu|wall] [--top N]
     # [--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]`: prints
     # the top functions of a pprof profile, or one function's callers and
     # callees. Errors are one line on err, never a backtrace; the exit code
@@ -18,7 +18,7 @@ module Sonde
       include ProfileFileCommand
 
       PREFIX = "sonde report: "
-      USAGE = "sonde report FILE [--by thread|state] [--sample cpu|wall] [--top N] [--focus REGEX] " \
+      USAGE = "sonde report FILE [--by thread|state|label:NAME] [--sample cpu|wall] [--top N] [--focus REGEX] " \
               "[--ignore REGEX] [--lines] [--function NAME]"
       BY_CHOICES = { "thread" => :thread, "state" => :state }.freeze
       SAMPLE_CHOICES = { "cpu" => :cpu, "wall" => :wall }.freeze
@@ -28,9 +28,10 @@ module Sonde
 
       def parser
         option_parser("Prints the functions that took the most time in a pprof profile.") do |opts|
-          opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first)",
-                  "or state (running, waiting for gvl, sleeping, blocked, gc)") do |value|
-            @options[:by] = choice("--by", value, BY_CHOICES)
+          opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first),",
+                  "state (running, waiting for gvl, sleeping, blocked, gc), or label:NAME",
+                  "(one section per value of the label NAME, e.g. label:endpoint)") do |value|
+            @options[:by] = value.start_with?("label:") && value.size > 6 ? value : choice("--by", value, BY_CHOICES)
           end
           opts.on("--sample KIND", "Only one table: cpu (CPU time) or wall (wall-clock time);",
                   "both by default, CPU first") do |value|
