@@ -146,7 +146,7 @@ class PumaTest < Minitest::Test
     # here): CPU timers are checked at the tick, so bursts shorter than it
     # are under-sampled against longer ones on the same thread (README,
     # "CPU timers").
-    pid, log = start_puma(port, rackup: "labelled.ru", env: { "APP_BURN_MS" => "8" })
+    pid, log = start_puma(port, rackup: "labelled.ru", env: { "APP_BURN_MS" => "8", "SONDE_PPROF_TOKEN" => PPROF_TOKEN })
     begin
       wait_until_serving(port, pid, log)
       served = load(port, paths: ["/light/1", "/heavy/2"])
@@ -164,6 +164,37 @@ class PumaTest < Minitest::Test
       assert_operator light, :>, 0, detail
       puts detail if ENV["SONDE_TEST_VERBOSE"]
       assert_in_delta 4.0, heavy.to_f / light, 1.0, detail
+    end
+  end
+
+  PPROF_TOKEN = "puma-test-token"
+
+  # A live capture from the running server, as Go users take one: with the
+  # token, a profile of the next seconds of the worker that answered, with
+  # the endpoints in it; without it, 401 and no profile.
+  def test_a_live_capture_of_a_serving_worker
+    port = free_port
+    pid, log = start_puma(port, rackup: "labelled.ru", env: { "APP_BURN_MS" => "8", "SONDE_PPROF_TOKEN" => PPROF_TOKEN })
+    begin
+      wait_until_serving(port, pid, log)
+      denied = Net::HTTP.get_response(URI("http://127.0.0.1:#{port}/debug/pprof/profile?seconds=1"))
+      assert_equal "401", denied.code
+      refute_match(/\A\x1f\x8b/n, denied.body.b, "no profile without the token")
+      loader = Thread.new { load(port, paths: ["/light/1", "/heavy/2"]) }
+      url = "http://127.0.0.1:#{port}/debug/pprof/profile?seconds=2&token=#{PPROF_TOKEN}"
+      if go_available?
+        raw, err, status = Open3.capture3("go", "tool", "pprof", "-raw", url)
+        assert status.success?, err
+        assert_match(/endpoint:\[GET \/heavy\]/, raw)
+        assert_match(/handle_request/, raw)
+      else
+        live = Sonde::Pprof.decode(Net::HTTP.get_response(URI(url)).body)
+        assert(live.samples.any? { |s| s.labels["endpoint"] == "GET /heavy" })
+      end
+      assert_equal "400", Net::HTTP.get_response(URI("#{url.sub("seconds=2", "seconds=100000")}")).code
+      loader.join
+    ensure
+      stop_puma(pid)
     end
   end
 end

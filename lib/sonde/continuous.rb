@@ -92,6 +92,17 @@ module Sonde
       ignore_exporter_threads
     end
 
+    # Flushes now (a period ends here), exports the period and returns its
+    # Sonde::Profile: the flusher's tick, and a live capture's bounds
+    # (Sonde::PprofApp). Raises what Sonde.flush raises.
+    def flush_now
+      tags = self.tags
+      profile = @session.flush(comments: Continuous.comments(tags))
+      export(profile, tags)
+      @flushes += 1
+      profile
+    end
+
     private
 
     def flush_loop
@@ -115,9 +126,7 @@ module Sonde
     end
 
     def flush_once
-      tags = self.tags
-      export(@session.flush(comments: Continuous.comments(tags)), tags)
-      @flushes += 1
+      flush_now
     rescue Sonde::StateError
       :stopped
     rescue StandardError => e

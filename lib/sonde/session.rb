@@ -115,6 +115,30 @@ module Sonde
       stats && continuous ? stats.merge(exporters: continuous.exporter_stats) : stats
     end
 
+    # The Sonde::Profile of the next seconds, for a live capture
+    # (Sonde::PprofApp). Not running: starts Sonde at rate for the seconds
+    # and stops it. In continuous mode: a period of the run, cut at both
+    # ends (the exporters get every part as usual). A run the application
+    # started without continuous mode is its own: StateError.
+    def capture(seconds, rate:)
+      continuous = @continuous
+      if continuous && active?
+        continuous.flush_now
+        sleep(seconds)
+        return continuous.flush_now
+      end
+      raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own" if active?
+
+      start(rate: rate)
+      profile = nil
+      begin
+        sleep(seconds)
+      ensure
+        profile = stop
+      end
+      profile
+    end
+
     def on_exec(&block)
       @exec_listeners << block
     end

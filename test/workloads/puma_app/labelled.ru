@@ -3,8 +3,9 @@
 # A Rack app for test/puma_test.rb's endpoint test: Sonde::Middleware labels
 # each request with its endpoint; /light burns APP_BURN_MS of the thread's
 # CPU and /heavy four times as much, so the profiles' CPU per endpoint must
-# come out 1:4.
+# come out 1:4. /debug/pprof serves live captures (Sonde::PprofApp).
 require "sonde/middleware"
+require "sonde/pprof_app"
 
 BURN_SECONDS = Float(ENV.fetch("APP_BURN_MS", "1")) / 1000
 COST = { "light" => 1, "heavy" => 4 }.freeze
@@ -19,6 +20,9 @@ def handle_request(seconds)
   x += 1 while thread_cpu - started < seconds
   x
 end
+
+# A live profile of this worker, with the test's token.
+map("/debug/pprof") { run Sonde::PprofApp.new(token: ENV.fetch("SONDE_PPROF_TOKEN"), max_seconds: 10) }
 
 use Sonde::Middleware
 run lambda { |env|

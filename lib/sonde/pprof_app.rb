@@ -1,0 +1,215 @@
+# frozen_string_literal: true
+
+require "digest"
+require "zlib"
+require_relative "../sonde"
+require_relative "pprof"
+require_relative "profile_names"
+
+module Sonde
+  # A live profile over HTTP, by Go's conventions: a Rack app to mount.
+  #
+  #   mount Sonde::PprofApp.new(token: ENV["SONDE_PPROF_TOKEN"]) => "/debug/pprof"     # Rails routes
+  #   map("/debug/pprof") { run Sonde::PprofApp.new(token: ENV["SONDE_PPROF_TOKEN"]) } # config.ru
+  #
+  #   go tool pprof "http://127.0.0.1:3000/debug/pprof/profile?seconds=10&token=..."
+  #
+  #   GET /            an index page
+  #   GET /profile     a gzip'd pprof of the next `seconds` (default 30, 1..max_seconds);
+  #                    sample=wall makes wall-time its default sample type
+  #   GET /flamegraph  the flame graph page of the next `seconds`
+  #
+  # Security: nothing is served unless mounted. Every request needs the
+  # token (query `token=` or `Authorization: Bearer`), compared in constant
+  # time; with no token configured, only loopback requests are served, and
+  # only when allow_loopback: true. Errors are one line of text: no path,
+  # no backtrace.
+  #
+  # Sharing the sampler: when Sonde is not running, a capture starts it for
+  # the seconds asked (at `rate`, default 100) and stops it. In continuous
+  # mode the capture is a period of the continuous run: the flusher's
+  # period is cut at the capture's start and end, both parts go to the
+  # exporters as usual, and the capture's part is also the answer (at the
+  # run's rate). A run the application started itself without continuous
+  # mode is its own: the capture refuses (409). One capture at a time per
+  # process: a second gets 409, as Go's does.
+  class PprofApp
+    DEFAULT_SECONDS = 30
+    MAX_SECONDS = 300
+    LOOPBACK = /\A(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)\z/.freeze
+    SAMPLE_TYPES = { "cpu" => :cpu_time, "wall" => :wall_time }.freeze
+    # pprof's Profile.default_sample_type (an index into the string table).
+    DEFAULT_SAMPLE_TYPE_FIELD = 14
+    STRING_TABLE_FIELD = 6
+
+    # token: the secret every request must carry (nil: none, then only
+    # loopback with allow_loopback). max_seconds: the longest capture.
+    # rate: samples per second of captures that start Sonde.
+    def initialize(token: nil, allow_loopback: false, max_seconds: 60, rate: 100)
+      unless token.nil? || (token.is_a?(String) && token.bytesize >= 8)
+        raise Sonde::ArgumentError, "token: must be a String of at least 8 bytes, or nil (only loopback, with " \
+                                    "allow_loopback: true)"
+      end
+      unless max_seconds.is_a?(Integer) && (1..MAX_SECONDS).cover?(max_seconds)
+        raise Sonde::ArgumentError, "max_seconds: must be an Integer from 1 to #{MAX_SECONDS}, got #{Setting.shown(max_seconds)}"
+      end
+
+      Options.new(rate: rate) # the rate is checked as Sonde.start checks it
+      @token_digest = token && Digest::SHA256.digest(token)
+      @allow_loopback = allow_loopback ? true : false
+      @max_seconds = max_seconds
+      @rate = rate
+      @capture_lock = Mutex.new
+    end
+
+    def call(env)
+      return text(405, "only GET is served") unless env["REQUEST_METHOD"] == "GET"
+
+      params = query_params(env["QUERY_STRING"].to_s)
+      denied = authorization_error(env, params)
+      return denied if denied
+
+      case env["PATH_INFO"].to_s.chomp("/")
+      when "" then index(env)
+      when "/profile" then profile(params)
+      when "/flamegraph" then flamegraph(params)
+      else text(404, "not found: the paths are /, /profile and /flamegraph")
+      end
+    rescue StandardError => e
+      text(500, "sonde: the capture failed (#{e.class})")
+    end
+
+    private
+
+    def authorization_error(env, params)
+      if @token_digest
+        given = params["token"] || env["HTTP_AUTHORIZATION"].to_s[/\ABearer (.+)\z/, 1]
+        return nil if given && secure_equal?(Digest::SHA256.digest(given), @token_digest)
+
+        return [401, { "content-type" => "text/plain", "www-authenticate" => "Bearer" },
+                ["a token is needed: ?token=... or Authorization: Bearer ...\n"]]
+      end
+      return nil if @allow_loopback && LOOPBACK.match?(env["REMOTE_ADDR"].to_s)
+
+      text(403, "this profiler endpoint has no token configured and serves loopback only, when allowed")
+    end
+
+    # Both sides are SHA-256 digests: equal lengths, compared byte by byte
+    # without an early exit.
+    def secure_equal?(left, right)
+      difference = 0
+      left.bytes.zip(right.bytes) { |a, b| difference |= a ^ b }
+      difference.zero?
+    end
+
+    def index(env)
+      base = "#{env["SCRIPT_NAME"]}/"
+      body = <<~HTML
+        <!doctype html><html><head><meta charset="utf-8"><title>Sonde /debug/pprof</title></head><body>
+        <h1>Sonde profiles of process #{Process.pid}</h1>
+        <ul>
+        <li><a href="#{base}profile?seconds=30">profile</a>: a CPU profile (pprof) of the next 30 seconds; <code>seconds=</code> up to #{@max_seconds}, <code>sample=wall</code> for wall time</li>
+        <li><a href="#{base}flamegraph?seconds=10">flamegraph</a>: the flame graph page of the next 10 seconds</li>
+        </ul>
+        <p><code>go tool pprof "http://HOST#{base}profile?seconds=30&amp;token=..."</code></p>
+        </body></html>
+      HTML
+      [200, { "content-type" => "text/html; charset=utf-8" }, [body]]
+    end
+
+    def profile(params)
+      seconds = seconds_param(params)
+      return seconds if seconds.is_a?(Array)
+
+      type = SAMPLE_TYPES[params.fetch("sample", "cpu")]
+      return text(400, "sample: must be cpu or wall") unless type
+
+      captured = capture(seconds)
+      return captured if captured.is_a?(Array)
+
+      bytes = type == :cpu_time ? captured.pprof : PprofApp.with_default_sample_type(captured.pprof, ProfileNames.sample_type(type))
+      [200, { "content-type" => "application/octet-stream",
+              "content-disposition" => %(attachment; filename="profile-#{Process.pid}.pprof") }, [bytes]]
+    end
+
+    def flamegraph(params)
+      seconds = seconds_param(params)
+      return seconds if seconds.is_a?(Array)
+
+      captured = capture(seconds)
+      return captured if captured.is_a?(Array)
+
+      require_relative "flamegraph"
+      html = Flamegraph.html(Pprof.decode(captured.pprof), title: "process #{Process.pid}, #{seconds} s")
+      [200, { "content-type" => "text/html; charset=utf-8" }, [html]]
+    end
+
+    def seconds_param(params)
+      given = params.fetch("seconds", DEFAULT_SECONDS.to_s)
+      seconds = Integer(given, 10) if given.match?(/\A\d{1,6}\z/)
+      return seconds if seconds && seconds >= 1 && seconds <= @max_seconds
+
+      text(400, "seconds: must be a whole number from 1 to #{@max_seconds}")
+    end
+
+    # The Sonde::Profile of the next seconds, or a response saying why not.
+    def capture(seconds)
+      return text(409, "a capture is already running in this process; try again when it ends") unless @capture_lock.try_lock
+
+      begin
+        Sonde.session.capture(seconds, rate: @rate)
+      rescue StateError => e
+        text(409, e.message)
+      ensure
+        @capture_lock.unlock
+      end
+    end
+
+    def text(status, message)
+      [status, { "content-type" => "text/plain" }, ["#{message}\n"]]
+    end
+
+    def query_params(query)
+      query.split("&").each_with_object({}) do |pair, params|
+        name, value = pair.split("=", 2)
+        next if name.nil? || name.empty?
+
+        params[unescape(name)] = unescape(value.to_s)
+      end
+    end
+
+    def unescape(text)
+      text.tr("+", " ").b.gsub(/%\h\h/n) { |escape| escape[1, 2].hex.chr }.force_encoding(Encoding::UTF_8).scrub
+    end
+
+    class << self
+      # The gzip'd pprof bytes with type_name as the default sample type
+      # (a field appended to the message: the last value of a field wins).
+      def with_default_sample_type(bytes, type_name)
+        raw = Pprof::Gunzip.new(bytes.b, Pprof::MAX_DECOMPRESSED_BYTES).call
+        index = 0
+        found = nil
+        Pprof::WireReader.new(raw).each_field(0, raw.bytesize) do |number, _type, value, stop|
+          next unless number == STRING_TABLE_FIELD
+
+          found ||= index if raw.byteslice(value, stop - value) == type_name
+          index += 1
+        end
+        return bytes unless found
+
+        Zlib.gzip(raw + varint(DEFAULT_SAMPLE_TYPE_FIELD << 3) + varint(found))
+      end
+
+      private
+
+      def varint(value)
+        out = String.new(encoding: Encoding::BINARY)
+        while value >= 0x80
+          out << ((value & 0x7f) | 0x80)
+          value >>= 7
+        end
+        out << value
+      end
+    end
+  end
+end

@@ -1,0 +1,142 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+require "sonde/pprof_app"
+
+# Sonde::PprofApp, driven as Rack drives it: what it serves, to whom, with
+# which bounds, one capture at a time; and, in continuous mode, that a
+# capture is a period of the run that the exporters still get whole.
+class PprofAppTest < Minitest::Test
+  include SondeTestHelper
+
+  TOKEN = "t0ken-for-tests"
+
+  def setup
+    skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
+    @app = Sonde::PprofApp.new(token: TOKEN, max_seconds: 5)
+  end
+
+  def teardown
+    Sonde.stop if Sonde.running?
+  end
+
+  def get(path, query = "", app: @app, **env)
+    app.call({ "REQUEST_METHOD" => "GET", "PATH_INFO" => path, "QUERY_STRING" => query, "SCRIPT_NAME" => "/debug/pprof",
+               "REMOTE_ADDR" => "10.1.2.3" }.merge(env))
+  end
+
+  def burn_in_background(seconds)
+    Thread.new do
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      x
+    end
+  end
+
+  def test_a_capture_is_a_pprof_of_the_seconds_asked
+    burner = burn_in_background(1.5)
+    status, headers, body = get("/profile", "seconds=1&token=#{TOKEN}")
+    burner.join
+    assert_equal 200, status, body.join
+    assert_equal "application/octet-stream", headers["content-type"]
+    profile = Sonde::Pprof.decode(body.join)
+    # Starting and stopping Sonde come on top of the second asked.
+    assert_operator profile.duration_nanos / 1e9, :>=, 1.0
+    assert_operator profile.duration_nanos / 1e9, :<, 2.0
+    assert_operator total(profile, "cpu-time"), :>, 0.5e9, "the burning thread's CPU is in the capture"
+    refute Sonde.running?, "a capture that started Sonde stops it"
+
+    status, _headers, body = get("/profile", "seconds=1&sample=wall", "HTTP_AUTHORIZATION" => "Bearer #{TOKEN}")
+    assert_equal 200, status
+    assert_equal "wall-time", Sonde::Pprof.decode(body.join).default_sample_type
+  end
+
+  def test_every_request_needs_the_token
+    [["/profile", "seconds=1"], ["/profile", "seconds=1&token=wrong-token"], ["/", ""], ["/flamegraph", "token="]].each do |path, query|
+      status, headers, body = get(path, query)
+      assert_equal 401, status, "#{path}?#{query}"
+      assert_equal "Bearer", headers["www-authenticate"]
+      refute_match(/profile|pprof\z/, body.join.lines.first.to_s[/\A\S+/].to_s)
+    end
+    assert_equal 401, get("/", "", "HTTP_AUTHORIZATION" => "Bearer wrong-token").first
+    assert_equal 200, get("/", "token=#{TOKEN}").first
+    refute Sonde.running?, "a refused request starts nothing"
+  end
+
+  def test_without_a_token_only_allowed_loopback_is_served
+    closed = Sonde::PprofApp.new
+    assert_equal 403, get("/", "", app: closed, "REMOTE_ADDR" => "127.0.0.1").first
+    loopback = Sonde::PprofApp.new(allow_loopback: true)
+    assert_equal 200, get("/", "", app: loopback, "REMOTE_ADDR" => "127.0.0.1").first
+    assert_equal 200, get("/", "", app: loopback, "REMOTE_ADDR" => "::1").first
+    assert_equal 403, get("/", "", app: loopback, "REMOTE_ADDR" => "10.1.2.3").first
+    assert_equal 403, get("/", "", app: loopback, "REMOTE_ADDR" => "127.0.0.1.evil.example").first
+  end
+
+  def test_bounds_and_errors_say_what_is_accepted_and_leak_nothing
+    { "seconds=100000" => 400, "seconds=0" => 400, "seconds=abc" => 400, "seconds=6" => 400,
+      "seconds=1&sample=gpu" => 400 }.each do |query, code|
+      status, _headers, body = get("/profile", "#{query}&token=#{TOKEN}")
+      assert_equal code, status, query
+      assert_match(/\A(seconds: must be a whole number from 1 to 5|sample: must be cpu or wall)\n\z/, body.join)
+    end
+    assert_equal 404, get("/heap", "token=#{TOKEN}").first
+    assert_equal 405, get("/profile", "token=#{TOKEN}", "REQUEST_METHOD" => "POST").first
+    refute Sonde.running?
+    error = assert_raises(Sonde::ArgumentError) { Sonde::PprofApp.new(token: "short") }
+    assert_match(/at least 8 bytes/, error.message)
+    assert_raises(Sonde::ArgumentError) { Sonde::PprofApp.new(token: TOKEN, max_seconds: 0) }
+    assert_raises(Sonde::ArgumentError) { Sonde::PprofApp.new(token: TOKEN, rate: 0) }
+  end
+
+  def test_one_capture_at_a_time
+    results = Array.new(2) { Thread.new { get("/profile", "seconds=1&token=#{TOKEN}") } }.map(&:value)
+    assert_equal [200, 409], results.map(&:first).sort
+    busy = results.find { |status, _, _| status == 409 }
+    assert_match(/a capture is already running/, busy.last.join)
+  end
+
+  def test_a_run_started_by_the_application_is_its_own
+    Sonde.start(rate: 50)
+    status, _headers, body = get("/profile", "seconds=1&token=#{TOKEN}")
+    assert_equal 409, status
+    assert_match(/started by the application without continuous mode/, body.join)
+    assert Sonde.running?, "the application's run goes on"
+  end
+
+  # In continuous mode a capture cuts the run's periods at its start and
+  # end: the exporters get the periods before, during and after it, which
+  # follow each other with no gap, and the capture is the middle one.
+  def test_in_continuous_mode_a_capture_shares_the_run_and_the_exports_stay_whole
+    Dir.mktmpdir do |dir|
+      Sonde.start(continuous: true, every: 60, export: "dir:#{dir}?keep=10", service: "live")
+      burner = burn_in_background(1.6)
+      sleep 0.2
+      status, _headers, body = get("/profile", "seconds=1&token=#{TOKEN}")
+      burner.join
+      assert_equal 200, status, body.join
+      assert Sonde.running?, "the continuous run goes on"
+      Sonde.stop
+      captured = Sonde::Pprof.decode(body.join)
+      files = Dir[File.join(dir, "*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+      assert_equal 3, files.size, "before the capture, the capture, after it"
+      assert_equal captured.time_nanos, files[1].time_nanos
+      assert_equal captured.duration_nanos, files[1].duration_nanos
+      files.each_cons(2) do |earlier, later|
+        assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
+      end
+      assert_operator total(captured, "cpu-time"), :>, 0.5e9
+      assert_includes captured.comments, "service=live", "the capture is tagged like every export"
+    end
+  end
+
+  def test_the_flame_graph_page_of_a_capture
+    status, headers, body = get("/flamegraph", "seconds=1&token=#{TOKEN}")
+    assert_equal 200, status
+    assert_equal "text/html; charset=utf-8", headers["content-type"]
+    assert_match(/<html/i, body.join)
+    index = get("/", "token=#{TOKEN}").last.join
+    assert_includes index, %(href="/debug/pprof/profile?seconds=30")
+  end
+end
