@@ -179,7 +179,10 @@ class ExportersTest < Minitest::Test
     in_url = exporter("pyroscope:http://alice:p%40ss@127.0.0.1:#{target.port}")
     in_url.export(profile)
     [basic, token, in_url].each { |e| assert e.shutdown(timeout: 5) }
-    first, second, third = target.requests.sort_by { |r| r.headers["authorization"] }
+    # On a loaded machine a request can time out and be retried (TIMEOUT is
+    # short): one of each kind is what is checked.
+    first, second, third = target.requests.group_by { |r| r.headers["authorization"].to_s }
+                                 .reject { |auth, _| auth.empty? }.sort.map { |_auth, requests| requests.last }
     assert_equal "Basic #{["alice:p@ss"].pack("m0")}", first.headers["authorization"]
     assert_equal "Basic #{["bob:pa:ss"].pack("m0")}", second.headers["authorization"]
     assert_equal "team-a", second.headers["x-scope-orgid"]

@@ -39,14 +39,14 @@ static void on_fiber_switch(VALUE tracepoint, void *data) {
   current_label_set = labels_of_thread(rb_thread_current());
 }
 
-// Native.label_set_changed: the calling fiber's set (its fiber-local)
-// changed; the thread's variable follows, and from now on fiber switches.
-static VALUE native_label_set_changed(VALUE self) {
+// Native.label_set_changed(id): the calling fiber's set (its fiber-local)
+// is now id; the thread's variable follows, and from now on fiber switches.
+static VALUE native_label_set_changed(VALUE self, VALUE id) {
   if (NIL_P(fiber_switch_hook)) {
     fiber_switch_hook = rb_tracepoint_new(0, RUBY_EVENT_FIBER_SWITCH, on_fiber_switch, NULL);
     rb_tracepoint_enable(fiber_switch_hook);
   }
-  current_label_set = labels_of_thread(rb_thread_current());
+  current_label_set = label_set_of(id);
   return Qnil;
 }
 
@@ -58,5 +58,5 @@ void labels_define_methods(VALUE native) {
     rb_raise(rb_eRuntimeError, "sonde: Labels::MAX_LABELS is above what the encoder holds (%d)", PROFILE_EXPORT_MAX_LABELS);
   }
   rb_gc_register_address(&fiber_switch_hook);
-  rb_define_module_function(native, "label_set_changed", native_label_set_changed, 0);
+  rb_define_module_function(native, "label_set_changed", native_label_set_changed, 1);
 }

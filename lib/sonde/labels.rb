@@ -20,10 +20,9 @@ module Sonde
   # Threads: with/current run on application threads; interning takes
   # @lock (a Hash lookup once the set is known).
   module Labels
-    # Fiber-local keys: the current set's id (the native core reads it:
-    # labels.c) and the current labels Hash.
+    # Fiber-local key: the current set's id (the native core reads it too:
+    # labels.c); nil for none.
     FIBER_KEY = :__sonde_label_set
-    HASH_KEY = :__sonde_labels
     # Bounds: labels per sample (the native core checks its own bound is
     # at least this at load), bytes per key and value, and distinct sets
     # per process (cardinality: a set per user id would grow without end).
@@ -35,8 +34,14 @@ module Sonde
 
     @lock = Mutex.new
     @ids = {}
-    # id -> frozen [key, value, key, value, ...]; id 0 is "no labels".
+    # The same frozen Hash given again (the middleware's, per endpoint)
+    # finds its id without hashing its contents.
+    @ids_by_identity = {}.compare_by_identity
+    IDENTITY_CACHE_MAX = 10_000
+    # id -> frozen [key, value, key, value, ...] (the encoder's), and id ->
+    # the frozen Hash (Sonde.labels'); id 0 is "no labels".
     @table = [nil]
+    @hashes = [EMPTY]
     @overflow_warned = false
 
     class << self
@@ -45,21 +50,32 @@ module Sonde
 
       # Runs the block with labels added to the current ones (inner wins);
       # the previous labels come back when it ends, however it ends.
-      def with(labels)
-        merged = current.merge(normalize(labels)).freeze
-        previous_hash = Thread.current[HASH_KEY]
-        previous_id = Thread.current[FIBER_KEY]
-        switch_to(merged, intern(merged))
+      def with(labels, &block)
+        with_checked(check(labels), &block)
+      end
+
+      # with, for labels that went through #check (a frozen Hash of frozen
+      # Strings): the middleware checks each endpoint's once.
+      def with_checked(labels)
+        previous = Thread.current[FIBER_KEY]
+        base = previous ? @hashes[previous] : EMPTY
+        merged = base.empty? ? labels : base.merge(labels).freeze
+        if merged.size > MAX_LABELS
+          raise Sonde::ArgumentError, "at most #{MAX_LABELS} labels at once, with those already set (#{merged.size} asked)"
+        end
+
+        switch_to(intern(merged))
         begin
           yield
         ensure
-          switch_to(previous_hash, previous_id)
+          switch_to(previous)
         end
       end
 
       # The labels of the current fiber (a frozen Hash of String => String).
       def current
-        Thread.current[HASH_KEY] || EMPTY
+        id = Thread.current[FIBER_KEY]
+        id ? @hashes[id] : EMPTY
       end
 
       # labels as with takes them (String names and values, frozen), or
@@ -70,28 +86,33 @@ module Sonde
 
       private
 
-      def switch_to(hash, id)
-        Thread.current[HASH_KEY] = hash
+      def switch_to(id)
         Thread.current[FIBER_KEY] = id
         # Until the core is loaded (Sonde never started) only the
-        # fiber-locals change: the first pass reads them.
-        Native.label_set_changed if Native.loaded?
+        # fiber-local changes: the first pass reads it.
+        Native.label_set_changed(id || 0) if Native.loaded?
       end
 
-      # The set's id, 0 (no labels recorded) past MAX_SETS.
+      # The set's id, 0 (no labels recorded) when empty or past MAX_SETS.
       def intern(labels)
         return 0 if labels.empty?
 
-        @lock.synchronize do
-          @ids.fetch(labels) do
-            if @table.size > MAX_SETS
-              warn_overflow
-              return 0
-            end
+        @ids_by_identity[labels] || @lock.synchronize do
+          id = @ids.fetch(labels) do
+            next overflow if @table.size > MAX_SETS
+
             @table << labels.flat_map { |key, value| [key, value] }.freeze
+            @hashes << labels
             @ids[labels] = @table.size - 1
           end
+          @ids_by_identity[labels] = id if id.positive? && @ids_by_identity.size < IDENTITY_CACHE_MAX
+          id
         end
+      end
+
+      def overflow
+        warn_overflow
+        0
       end
 
       def warn_overflow
@@ -113,9 +134,8 @@ module Sonde
           raise Sonde::ArgumentError, "label name #{reserved.first.inspect} is Sonde's own; choose another " \
                                       "(Sonde's: #{reserved_names.map(&:inspect).join(", ")})"
         end
-        if (current.keys | normalized.keys).size > MAX_LABELS
-          raise Sonde::ArgumentError, "at most #{MAX_LABELS} labels at once, with those already set " \
-                                      "(#{(current.keys | normalized.keys).size} asked)"
+        if normalized.size > MAX_LABELS
+          raise Sonde::ArgumentError, "at most #{MAX_LABELS} labels at once (#{normalized.size} asked)"
         end
         normalized
       end

@@ -22,6 +22,9 @@ module Sonde
   class Middleware
     # Characters kept from the first segment; longer ones are cut.
     MAX_SEGMENT = 64
+    # Endpoints whose labels are kept checked; past that, each request's
+    # are checked again (an app with that many first segments is unusual).
+    CACHED_ENDPOINTS = 1000
 
     def initialize(app, endpoint: nil, labels: {})
       unless endpoint.nil? || endpoint.respond_to?(:call)
@@ -31,13 +34,15 @@ module Sonde
       @app = app
       @endpoint = endpoint
       @labels = Labels.check(labels) # refused now, with the usual message
+      @cache = {}
+      @cache_size = 0
     end
 
     def call(env)
       labels = request_labels(env)
       return @app.call(env) unless labels # a label we could not set: the request runs unlabelled
 
-      Labels.with(labels) { @app.call(env) }
+      Labels.with_checked(labels) { @app.call(env) }
     end
 
     # "GET /users", or the endpoint: callable's answer.
@@ -45,15 +50,37 @@ module Sonde
       custom = @endpoint&.call(env)
       return custom if custom.is_a?(String) && !custom.empty?
 
-      segment = env["PATH_INFO"].to_s.split("/").find { |part| !part.empty? }
-      segment = segment ? segment[0, MAX_SEGMENT].b.gsub(/[^\x21-\x7e]/n, "?") : ""
-      "#{env["REQUEST_METHOD"] || "GET"} /#{segment}"
+      "#{env["REQUEST_METHOD"] || "GET"} /#{clean_segment(env["PATH_INFO"].to_s[FIRST_SEGMENT, 1].to_s)}"
     end
 
     private
 
+    # The path's first segment; anything but printable ASCII becomes "?".
+    FIRST_SEGMENT = %r{\A/*([^/]+)}.freeze
+
+    def clean_segment(segment)
+      segment[0, MAX_SEGMENT].b.gsub(/[^\x21-\x7e]/n, "?")
+    end
+
+    # Checked once per endpoint (up to CACHED_ENDPOINTS of them), keyed by
+    # the method and the raw first segment: the same frozen Hash each time,
+    # which Labels finds by identity, and no String built per request.
     def request_labels(env)
-      Labels.check(@labels.merge("endpoint" => endpoint_of(env)))
+      return checked_labels(endpoint_of(env)) if @endpoint
+
+      method = env["REQUEST_METHOD"] || "GET"
+      segment = env["PATH_INFO"].to_s[FIRST_SEGMENT, 1].to_s
+      by_segment = @cache[method] ||= {}
+      by_segment[segment] || begin
+        labels = checked_labels("#{method} /#{clean_segment(segment)}")
+        by_segment[segment.frozen? ? segment : segment.dup.freeze] = labels if labels && @cache_size < CACHED_ENDPOINTS
+        @cache_size += 1
+        labels
+      end
+    end
+
+    def checked_labels(endpoint)
+      Labels.check(@labels.merge("endpoint" => endpoint))
     rescue Sonde::ArgumentError
       nil
     end
