@@ -55,7 +55,8 @@ void labels_define_methods(VALUE native) {
   VALUE labels = rb_const_get(sonde, rb_intern("Labels"));
   fiber_key = SYM2ID(rb_const_get(labels, rb_intern("FIBER_KEY")));
   if (NUM2LONG(rb_const_get(labels, rb_intern("MAX_LABELS"))) > PROFILE_EXPORT_MAX_LABELS) {
-    rb_raise(rb_eRuntimeError, "sonde: Labels::MAX_LABELS is above what the encoder holds (%d)", PROFILE_EXPORT_MAX_LABELS);
+    rb_raise(rb_eRuntimeError, "sonde: Labels::MAX_LABELS is above what the encoder holds (%d)",
+             PROFILE_EXPORT_MAX_LABELS);
   }
   rb_gc_register_address(&fiber_switch_hook);
   rb_define_module_function(native, "label_set_changed", native_label_set_changed, 1);

@@ -195,7 +195,11 @@ module Sonde
     # "export: "dir:" is not accepted: ...", or for a variable, as every
     # variable's error reads, "SONDE_EXPORT="dir:": not accepted: ...".
     def reject(option_name, shown, reason)
-      where = option_name.start_with?("SONDE_") ? "#{option_name}=#{shown}: not accepted" : "#{option_name}: #{shown} is not accepted"
+      where = if option_name.start_with?("SONDE_")
+                "#{option_name}=#{shown}: not accepted"
+              else
+                "#{option_name}: #{shown} is not accepted"
+              end
       raise Sonde::ArgumentError, "#{where}: #{reason}; accepted: #{accepted}"
     end
   end

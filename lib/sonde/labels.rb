@@ -61,7 +61,8 @@ module Sonde
         base = previous ? @hashes[previous] : EMPTY
         merged = base.empty? ? labels : base.merge(labels).freeze
         if merged.size > MAX_LABELS
-          raise Sonde::ArgumentError, "at most #{MAX_LABELS} labels at once, with those already set (#{merged.size} asked)"
+          raise Sonde::ArgumentError,
+                "at most #{MAX_LABELS} labels at once, with those already set (#{merged.size} asked)"
         end
 
         switch_to(intern(merged))
@@ -128,7 +129,9 @@ module Sonde
           raise Sonde::ArgumentError, "labels must be a Hash of name => value, got #{Setting.shown(labels)}"
         end
 
-        normalized = labels.to_h { |key, value| [text(key, "label name", MAX_KEY_BYTES, key), text(value, "label value", MAX_VALUE_BYTES, key)] }
+        normalized = labels.to_h do |key, value|
+          [text(key, "label name", MAX_KEY_BYTES, key), text(value, "label value", MAX_VALUE_BYTES, key)]
+        end
         reserved = normalized.keys & reserved_names
         unless reserved.empty?
           raise Sonde::ArgumentError, "label name #{reserved.first.inspect} is Sonde's own; choose another " \

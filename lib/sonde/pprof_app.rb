@@ -51,7 +51,8 @@ module Sonde
                                     "allow_loopback: true)"
       end
       unless max_seconds.is_a?(Integer) && (1..MAX_SECONDS).cover?(max_seconds)
-        raise Sonde::ArgumentError, "max_seconds: must be an Integer from 1 to #{MAX_SECONDS}, got #{Setting.shown(max_seconds)}"
+        raise Sonde::ArgumentError,
+              "max_seconds: must be an Integer from 1 to #{MAX_SECONDS}, got #{Setting.shown(max_seconds)}"
       end
 
       Options.new(rate: rate) # the rate is checked as Sonde.start checks it
@@ -108,7 +109,8 @@ module Sonde
         <!doctype html><html><head><meta charset="utf-8"><title>Sonde /debug/pprof</title></head><body>
         <h1>Sonde profiles of process #{Process.pid}</h1>
         <ul>
-        <li><a href="#{base}profile?seconds=30">profile</a>: a CPU profile (pprof) of the next 30 seconds; <code>seconds=</code> up to #{@max_seconds}, <code>sample=wall</code> for wall time</li>
+        <li><a href="#{base}profile?seconds=30">profile</a>: a CPU profile (pprof) of the next 30 seconds;
+        <code>seconds=</code> up to #{@max_seconds}, <code>sample=wall</code> for wall time</li>
         <li><a href="#{base}flamegraph?seconds=10">flamegraph</a>: the flame graph page of the next 10 seconds</li>
         </ul>
         <p><code>go tool pprof "http://HOST#{base}profile?seconds=30&amp;token=..."</code></p>
@@ -127,7 +129,8 @@ module Sonde
       captured = capture(seconds)
       return captured if captured.is_a?(Array)
 
-      bytes = type == :cpu_time ? captured.pprof : PprofApp.with_default_sample_type(captured.pprof, ProfileNames.sample_type(type))
+      bytes = captured.pprof
+      bytes = PprofApp.with_default_sample_type(bytes, ProfileNames.sample_type(type)) unless type == :cpu_time
       [200, { "content-type" => "application/octet-stream",
               "content-disposition" => %(attachment; filename="profile-#{Process.pid}.pprof") }, [bytes]]
     end
@@ -154,7 +157,9 @@ module Sonde
 
     # The Sonde::Profile of the next seconds, or a response saying why not.
     def capture(seconds)
-      return text(409, "a capture is already running in this process; try again when it ends") unless @capture_lock.try_lock
+      unless @capture_lock.try_lock
+        return text(409, "a capture is already running in this process; try again when it ends")
+      end
 
       begin
         Sonde.session.capture(seconds, rate: @rate)

@@ -127,7 +127,9 @@ module Sonde
         sleep(seconds)
         return continuous.flush_now
       end
-      raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own" if active?
+      if active?
+        raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own"
+      end
 
       start(rate: rate)
       profile = nil
