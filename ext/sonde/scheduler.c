@@ -163,9 +163,14 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // offer was taken meanwhile): a pass is on its way.
 #define OFFER_BACKOFF_FIRST 8
 #define OFFER_BACKOFF_MAX 64
+// Only where a CPU-timer signal can come once per tick: the kernel checks
+// CPU timers at its own tick (4 ms at 250 Hz), so above 125 Hz a busy
+// holder's CPU signals are rarer than the ticks, and offered ticks would
+// wait for them.
+#define OFFER_MIN_INTERVAL_NS (8 * 1000 * 1000)
 
 static bool offer_tick_to_cpu_signal(scheduler *sched) {
-  if (sched->run->timers == NULL) return false;
+  if (sched->run->timers == NULL || sched->interval_ns < OFFER_MIN_INTERVAL_NS) return false;
   if (sched->offer_ticks_to_wait > 0) {
     sched->offer_ticks_to_wait--;
     return false;
