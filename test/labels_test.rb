@@ -70,13 +70,15 @@ class LabelsTest < Minitest::Test
   # labels, wall time included (a switch brings the new fiber's labels).
   def test_interleaved_fibers_keep_their_own_labels
     totals = labelled_totals(<<~RUBY)
-      one = Fiber.new { Sonde.with_labels(fiber: "one") { 15.times { burn(0.01); Fiber.yield } } }
-      two = Fiber.new { Sonde.with_labels(fiber: "two") { 15.times { burn(0.03); Fiber.yield } } }
-      15.times { one.resume; two.resume }
+      # Bursts of several kernel ticks (4 ms): a sample's CPU since the
+      # previous one spills over a switch by up to a tick.
+      one = Fiber.new { Sonde.with_labels(fiber: "one") { 10.times { burn(0.02); Fiber.yield } } }
+      two = Fiber.new { Sonde.with_labels(fiber: "two") { 10.times { burn(0.06); Fiber.yield } } }
+      10.times { one.resume; two.resume }
       burn(0.1)
     RUBY
-    assert_cpu(totals, { "fiber" => "one" }, 0.15, "fiber one")
-    assert_cpu(totals, { "fiber" => "two" }, 0.45, "fiber two")
+    assert_cpu(totals, { "fiber" => "one" }, 0.2, "fiber one")
+    assert_cpu(totals, { "fiber" => "two" }, 0.6, "fiber two")
     assert_cpu(totals, {}, 0.1, "the root fiber, unlabelled")
     assert_operator totals.fetch({ "fiber" => "two" })[1], :>, 2 * totals.fetch({ "fiber" => "one" })[1],
                     "wall time follows the fibers too"

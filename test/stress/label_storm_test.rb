@@ -26,7 +26,7 @@ class LabelStormTest < Minitest::Test
                                         cpu_seconds: total.round(2), misattributed_share: (misattributed / total).round(3),
                                         cpu_signals: facts.dig("stats", "cpu_signals"))
       assert_equal 24, measured.size
-      assert_operator facts["threads_born"], :>=, 10
+      assert_operator facts["threads_born"], :>=, 3 # born and ended inside labelled blocks, against the GVL's burners
       assert_operator misattributed / total, :<, 0.2, "fibers' CPU under the wrong label: #{profiled} vs #{measured}"
       assert_go_pprof_reads(out)
     end
