@@ -122,6 +122,18 @@ class PumaTest < Minitest::Test
     end
   end
 
+  # Yields each worker that served requests with its profiles, once every
+  # worker has exited (both workers must have served, and exported).
+  def each_worker_profiles(served, pid, log)
+    workers = served.keys - [pid]
+    assert_equal WORKERS, workers.size, "requests were served by #{served.inspect}\n#{File.read(log)}"
+    wait_for_workers_to_exit(workers)
+    profiles = profiles_by_pid
+    workers.each do |worker|
+      yield worker, profiles.fetch(worker) { flunk "no profile from worker #{worker}: #{profiles.keys}\n#{File.read(log)}" }
+    end
+  end
+
   def profiles_by_pid
     Dir[File.join(@dir, "*.pprof")].group_by { |path| FILE_NAME.match(File.basename(path))[:pid].to_i }
                                     .transform_values { |paths| paths.map { |path| Sonde::Pprof.read(path) } }
@@ -140,12 +152,7 @@ class PumaTest < Minitest::Test
     ensure
       stop_puma(pid)
     end
-    workers = served.keys - [pid]
-    assert_equal WORKERS, workers.size, "requests were served by #{served.inspect}\n#{File.read(log)}"
-    wait_for_workers_to_exit(workers)
-    profiles = profiles_by_pid
-    workers.each do |worker|
-      worker_profiles = profiles.fetch(worker) { flunk "no profile from worker #{worker}: #{profiles.keys}\n#{File.read(log)}" }
+    each_worker_profiles(served, pid, log) do |worker, worker_profiles|
       all = cpu_where(worker_profiles) { true }
       # config.ru is evaluated in a Rack::Builder: its methods are the builder's.
       handler = cpu_where(worker_profiles) { |p, s| function_names(p, s).any? { |n| n.end_with?("handle_request") } }
@@ -181,12 +188,7 @@ class PumaTest < Minitest::Test
     ensure
       stop_puma(pid)
     end
-    workers = served.keys - [pid]
-    assert_equal WORKERS, workers.size, "requests were served by #{served.inspect}\n#{File.read(log)}"
-    wait_for_workers_to_exit(workers)
-    profiles = profiles_by_pid
-    workers.each do |worker|
-      worker_profiles = profiles.fetch(worker) { flunk "no profile from worker #{worker}: #{profiles.keys}\n#{File.read(log)}" }
+    each_worker_profiles(served, pid, log) do |worker, worker_profiles|
       light = cpu_where(worker_profiles) { |_p, s| s.labels["endpoint"] == "GET /light" }
       heavy = cpu_where(worker_profiles) { |_p, s| s.labels["endpoint"] == "GET /heavy" }
       detail = "worker #{worker}: #{served[worker]} requests, light #{(light / 1e6).round} ms, heavy #{(heavy / 1e6).round} ms"
