@@ -384,29 +384,32 @@ class ExportersTest < Minitest::Test
 
   # --- the application does not notice ----------------------------------------
 
-  # Throughput is counted in process CPU time rather than wall time: the
-  # loop runs until this process has used MEASURE_CPU_SECONDS of CPU. An
-  # exporter that burned CPU, or held the GVL the loop needs, would get its
-  # share of that CPU time and cut the loop's iterations, about in half for a
-  # busy thread (ratio near 0.5). Other processes on this shared 2-core
-  # machine slow the wall clock by up to several times (load average 6 during
-  # the suite) but not this count, which keeps the test meaningful there. The
-  # pairs alternate with and without exporters, and the median is used; 0.8
-  # leaves room for the remaining noise and fails a real regression.
+  # What an exporter must not take from the application is CPU: the loop
+  # below runs for MEASURE_CPU_SECONDS of its own thread's CPU time, and the
+  # share of the process's CPU time that went to that thread is measured.
+  # Alone it is near 1; exporters that burned CPU (or spun on the GVL) would
+  # take their part of it. An earlier version counted loop iterations per
+  # CPU second instead, and on this shared, nested-VM machine the speed of a
+  # CPU second itself varied 2.5x between windows (ratios 0.45 to 1.18 in one
+  # run), so that measure failed without any regression; the share does not
+  # depend on the speed of the CPU. The pairs alternate with and without
+  # exporters and the median share ratio is used.
   MEASURE_CPU_SECONDS = 0.6 # long enough for the first retry (after 0.5 s) to fall inside
   PAIRS = 5
-  MIN_THROUGHPUT_RATIO = 0.8
+  MIN_CPU_SHARE_RATIO = 0.8
   # export must cost the caller no more than queueing does: a median, since
   # the OS may deschedule any single call for a while on a loaded machine.
   MAX_EXPORT_SECONDS = 0.005
 
-  def cpu_loop_iterations(cpu_seconds)
-    deadline = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) + cpu_seconds
-    iterations = 0
-    while Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) < deadline
-      100.times { iterations += 1 }
-    end
-    iterations
+  # The share of the process's CPU time this thread used while it ran for
+  # +cpu_seconds+ of its own CPU time.
+  def cpu_loop_share(cpu_seconds)
+    thread_started = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+    process_started = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+    deadline = thread_started + cpu_seconds
+    nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < deadline
+    thread_used = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - thread_started
+    thread_used / (Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - process_started)
   end
 
   # Each pair measures the loop alone, then with fresh exporters busy with a
@@ -418,25 +421,28 @@ class ExportersTest < Minitest::Test
     spec = "pyroscope:#{silent.url},datadog:#{failing.url},pyroscope:http://127.0.0.1:#{closed_port}"
     export_times = []
     retries = 0
-    ratios = Array.new(PAIRS) do
-      without = cpu_loop_iterations(MEASURE_CPU_SECONDS)
+    ratios = Array.new(PAIRS) do |pair|
+      without = cpu_loop_share(MEASURE_CPU_SECONDS)
       troubled = Sonde::Exporters.parse(spec, service: "shop", timeout: 2)
       troubled.each do |e|
         started = monotonic_now
         e.export(profile)
         export_times << monotonic_now - started
       end
-      with = cpu_loop_iterations(MEASURE_CPU_SECONDS)
+      with = cpu_loop_share(MEASURE_CPU_SECONDS)
+      # The loop leaves the other threads (exporters and these in-process
+      # servers) few turns on the GVL, so a request may still be on its way:
+      # wait for it, outside the measured window, before stopping them.
+      assert silent.wait_for_requests(pair + 1), "the silent target was not reached in pair #{pair}"
+      assert failing.wait_for_requests(pair + 1), "the failing target was not reached in pair #{pair}"
       troubled.each { |e| e.shutdown(timeout: 0) }
       retries += troubled.sum { |e| e.stats[:retries] }
-      with.to_f / without
+      with / without
     end
     median = ratios.sort[PAIRS / 2]
-    assert_operator median, :>, MIN_THROUGHPUT_RATIO, "throughput with/without exporters: #{ratios.map { |r| r.round(2) }}"
+    assert_operator median, :>, MIN_CPU_SHARE_RATIO, "the loop's share of process CPU, with/without exporters: #{ratios.map { |r| r.round(3) }}"
     export_median = export_times.sort[export_times.size / 2]
     assert_operator export_median, :<, MAX_EXPORT_SECONDS, "export took #{(export_median * 1000).round(2)} ms (median)"
-    assert_equal PAIRS, silent.requests.size, "the silent target was not reached in every pair"
-    assert_operator failing.requests.size, :>=, PAIRS
     # The loop holds the GVL most of the time, so a retry may wait for its
     # turn past the end of the pair; across all pairs some must have run.
     assert_operator retries, :>, 0, "no retry ran during the measurements"
