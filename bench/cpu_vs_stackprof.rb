@@ -15,6 +15,7 @@
 # the round (paired). The verdict is Sonde's paired median minus
 # StackProf's, in percent of the unprofiled CPU, against the +0.5% target,
 # with the spread of the unprofiled runs beside it to say how firm it is.
+require "json"
 require "tmpdir"
 require_relative "support/child"
 require_relative "support/rubies"
@@ -26,6 +27,11 @@ module SondeBench
 
     # Work per run, as SONDE_BENCH_WORK_SCALE: about 1 s of CPU.
     SCALE = 0.5
+
+    # Rounds and requests per slice of the one-process comparison (a slice
+    # is about 0.15 s of CPU here).
+    IN_PROCESS_ROUNDS = 60
+    SLICE_REQUESTS = 2500
 
     def initialize(rounds:, rate:, rubies:)
       @rounds = rounds
@@ -48,8 +54,10 @@ module SondeBench
           $stderr.print "\rround #{round + 1}/#{@rounds}"
         end
         $stderr.puts
+        @in_process = @rubies.to_h { |ruby| [ruby.series, in_process(ruby, dir)] }
       end
       report
+      report_in_process
     end
 
     private
@@ -71,6 +79,42 @@ module SondeBench
                                                         percentile(ratios, 75)))
         end
         verdict(paired, none)
+      end
+    end
+
+    def in_process(ruby, dir)
+      $stderr.puts "one process, #{ruby.name}: #{IN_PROCESS_ROUNDS} rounds"
+      env, command = ruby.command({})
+      lib = File.join(dir, "lib")
+      script = File.join(__dir__, "cpu_in_process.rb")
+      output = IO.popen(env, [*command, "-I", lib, script, IN_PROCESS_ROUNDS.to_s, @rate.to_s, SLICE_REQUESTS.to_s],
+                        chdir: Child::ROOT, err: %i[child out], &:read)
+      raise Child::Failure, "cpu_in_process on #{ruby.name} failed:\n#{output}" unless $?.success?
+
+      JSON.parse(output.lines.last)
+    end
+
+    def report_in_process
+      puts
+      puts "In one process: #{IN_PROCESS_ROUNDS} rounds of #{SLICE_REQUESTS}-request slices, none / sonde / " \
+           "stackprof-cpu shuffled in each (bench/cpu_in_process.rb)"
+      @rubies.each do |ruby|
+        slices = @in_process.fetch(ruby.series).fetch("slices")
+        none = slices.fetch("none")
+        puts "#{ruby.name}: #{@in_process.fetch(ruby.series).fetch("samples")} samples in all"
+        puts format("  %-14s %9s %9s   %-26s %s", "profiler", "median", "min", "paired process CPU (p25-p75)",
+                    "paired main-thread CPU")
+        paired = {}
+        PROFILERS.each do |profiler|
+          rows = slices.fetch(profiler)
+          process = rows.zip(none).map { |(cpu, _), (base, _)| cpu / base }
+          thread = rows.zip(none).map { |(_, cpu), (_, base)| cpu / base }
+          paired[profiler] = process
+          puts format("  %-14s %8.4fs %8.4fs   %-26s %s", profiler, median(rows.map(&:first)), rows.map(&:first).min,
+                      format("%.4f (%.4f-%.4f)", median(process), percentile(process, 25), percentile(process, 75)),
+                      format("%.4f", median(thread)))
+        end
+        verdict(paired, none.map(&:first))
       end
     end
 

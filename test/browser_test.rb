@@ -79,6 +79,25 @@ class BrowserTest < Minitest::Test
     refute_includes names, "recurse", "the worker thread is hidden"
   end
 
+  def test_label_filters
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    serve = f.frame("serve", "app.rb", line: 1)
+    f.sample([f.frame("list_users", "app.rb", line: 5), serve], [30], "thread id" => 1, "endpoint" => "GET /users")
+    f.sample([f.frame("create_order", "app.rb", line: 9), serve], [10], "thread id" => 1, "endpoint" => "POST /orders")
+    f.sample([f.frame("boot", "app.rb", line: 20)], [5], "thread id" => 1)
+    html = write_page(Sonde::Pprof.decode(f.encode), "labels")
+    # Value 0 of the first label name (endpoint) is "GET /users"; value 2 is "(no endpoint)".
+    result = @browser.flamegraph(html, uncheck: ["#label-0 input[value=\"0\"]", "#label-0 input[value=\"2\"]"])
+    assert_empty result["errors"]
+    before = result["before"].map { |frame| frame["name"] }
+    assert_equal %w[boot create_order list_users], (before & %w[boot create_order list_users]).sort
+    names = result["afterFilter"].map { |frame| frame["name"] }
+    assert_includes names, "create_order"
+    refute_includes names, "list_users", "GET /users is unchecked"
+    refute_includes names, "boot", "samples without an endpoint are unchecked"
+  end
+
   def test_big_profile_opens_and_paints_within_a_second
     html = write_page(DerivedFixture.big_profile, "big")
     result = @browser.flamegraph(html, click: "Module3::Class3#method_3", screenshot: File.join(ARTIFACTS, "flamegraph-big.png"))

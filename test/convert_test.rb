@@ -72,6 +72,27 @@ class ConvertTest < Minitest::Test
     assert_equal ["none"], file["profiles"].map { |p| p["unit"] }.uniq
   end
 
+  def test_collapsed_led_by_a_label
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    work = f.frame("work", "app.rb", line: 3)
+    f.sample([work], [5], "thread id" => 1, "thread name" => "puma 1", "endpoint" => "GET /users")
+    f.sample([work], [7], "thread id" => 2, "thread name" => "puma 2", "endpoint" => "GET /users")
+    f.sample([work], [11], "thread id" => 1, "thread name" => "puma 1", "endpoint" => "POST /orders")
+    f.sample([work], [13], "thread id" => 1, "thread name" => "puma 1")
+    profile = Sonde::Pprof.decode(f.encode)
+    lines = Sonde::Convert.new(profile, to: :collapsed, label: "endpoint").write(StringIO.new).string.lines(chomp: true)
+    assert_equal ["(no endpoint);puma 1;work 13", "GET /users;puma 1;work 5", "GET /users;puma 2;work 7",
+                  "POST /orders;puma 1;work 11"], lines
+    lines = Sonde::Convert.new(profile, to: :collapsed, label: "endpoint", thread_names: false)
+                          .write(StringIO.new).string.lines(chomp: true)
+    assert_equal ["(no endpoint);work 13", "GET /users;work 12", "POST /orders;work 11"], lines
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Convert.new(profile, to: :collapsed, label: "tenant") }
+    assert_equal 'label: "tenant" is on no sample (this profile\'s labels: endpoint, thread id, thread name)', error.message
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Convert.new(profile, to: :speedscope, label: "endpoint") }
+    assert_match(/only collapsed stacks lead by a label/, error.message)
+  end
+
   def test_rejects_unknown_sample_type_and_format
     error = assert_raises(Sonde::ArgumentError) { convert(to: :collapsed, sample: "gpu") }
     assert_match(/sample: "gpu" is not accepted \(this profile has: cpu-time, cpu-samples, wall-time, wall-samples/,
@@ -118,11 +139,31 @@ class ConvertCommandTest < Minitest::Test
     assert_match(/\Amain;recurse;recurse 50000000$/, stdout.lines.grep(/recurse;recurse/).first)
   end
 
+  # A real profile of two labelled endpoints: each one's lines add up to the
+  # CPU time of the samples that carry it.
+  def test_collapsed_by_endpoint_of_a_real_profile
+    require_relative "support/exporter_test_helpers"
+    File.binwrite(@file, ExporterTestHelpers.labelled_pprof_bytes)
+    code, out, err = run_command(@file, "--to", "collapsed", "--label", "endpoint")
+    assert_equal [0, ""], [code, err]
+    by_endpoint = out.lines.group_by { |line| line.split(";").first }
+                     .transform_values { |lines| lines.sum { |line| line.split.last.to_i } }
+    profile = Sonde::Pprof.decode(ExporterTestHelpers.labelled_pprof_bytes)
+    cpu = profile.value_index("cpu-time")
+    expected = profile.samples.group_by { |sample| sample.labels.fetch("endpoint", "(no endpoint)") }
+                      .transform_values { |samples| samples.sum { |sample| sample.values[cpu] } }
+                      .reject { |_endpoint, value| value.zero? }
+    assert_equal expected, by_endpoint
+    assert_equal ["(no endpoint)", "GET /users", "POST /orders"], by_endpoint.keys.sort
+  end
+
   def test_usage_errors
     {
       [@file] => /missing --to \(collapsed or speedscope\)/,
       [@file, "--to", "svg"] => /--to: "svg" is not accepted \(expected collapsed or speedscope\)/,
       [@file, "--to", "collapsed", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(this profile has: /,
+      [@file, "--to", "collapsed", "--label", "endpoint"] => /--label: "endpoint" is on no sample \(this profile's labels: /,
+      [@file, "--to", "speedscope", "--label", "state"] => /--label: only collapsed stacks lead by a label/,
       ["--to", "collapsed"] => /missing FILE/,
       [@file, "--frobnicate"] => /unknown option --frobnicate/
     }.each do |argv, pattern|

@@ -227,6 +227,22 @@ class ExportersTest < Minitest::Test
     end
   end
 
+  # Datadog's endpoint profiling reads the endpoint as "trace endpoint":
+  # the profile it gets names the label so, on the same samples.
+  def test_datadog_gets_the_endpoint_under_its_own_label_name
+    target = server(status: 202)
+    datadog = exporter("datadog:#{target.url}")
+    labelled = Sonde::ExportedProfile.new(pprof: ExporterTestHelpers.labelled_pprof_bytes, start_time: START,
+                                          end_time: START + PERIOD, tags: TAGS)
+    datadog.export(labelled)
+    assert datadog.shutdown(timeout: 5)
+    sent = Sonde::Pprof.decode(target.requests.fetch(0).parts.fetch("rubyprofile.pprof").body)
+    endpoints = sent.samples.map { |s| s.labels["trace endpoint"] }.compact.uniq.sort
+    assert_equal ["GET /users", "POST /orders"], endpoints
+    assert(sent.samples.none? { |s| s.labels.key?("endpoint") })
+    assert_equal Sonde::Pprof.decode(labelled.pprof).samples.size, sent.samples.size
+  end
+
   # --- when the target misbehaves ---------------------------------------------
 
   HTTP_KINDS = %w[pyroscope datadog].freeze

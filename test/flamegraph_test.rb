@@ -21,8 +21,8 @@ class FlamegraphTest < Minitest::Test
   # The stacks (function names, root first) and values the page embeds.
   def embedded_stacks(data)
     nodes = data["nodes"].each_slice(2).to_a
-    width = 3 + data["types"].size
-    data["samples"].each_slice(width).map do |node, thread, state, *values|
+    width = 4 + data["types"].size
+    data["samples"].each_slice(width).map do |node, thread, state, _label_set, *values|
       names = []
       while node != -1
         parent, function = nodes[node]
@@ -45,6 +45,23 @@ class FlamegraphTest < Minitest::Test
     assert_includes stacks, [%w[main recurse recurse], "worker", "running", [50 * MS, 5, 100 * MS, 10]]
     assert_equal DerivedFixture::WALL, stacks.sum { |stack| stack[3][2] }
     assert_equal 5, stacks.size
+  end
+
+  # The samples' own labels (not Sonde's thread and state ones) become the
+  # page's label filters: each sample points at its set of values.
+  def test_page_embeds_label_sets
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    work = f.frame("work", "app.rb", line: 3)
+    f.sample([work], [5], "thread id" => 1, "thread name" => "puma 1", "endpoint" => "GET /users", "tenant" => "a")
+    f.sample([work], [7], "thread id" => 1, "thread name" => "puma 1", "endpoint" => "POST /orders")
+    f.sample([work], [11], "thread id" => 1, "thread name" => "puma 1")
+    data = page_data(Sonde::Flamegraph.html(Sonde::Pprof.decode(f.encode), title: "x"))
+    assert_equal [["endpoint", ["GET /users", "POST /orders"]], ["tenant", ["a"]]], data["labels"]
+    by_value = data["samples"].each_slice(5).to_h do |_node, _thread, _state, set, value|
+      [value, set == -1 ? nil : data["labels"].each_index.map { |n| data["labelSets"][set][n] }]
+    end
+    assert_equal({ 5 => [0, 0], 7 => [1, -1], 11 => nil }, by_value)
   end
 
   def test_stacks_are_stored_once_as_a_tree

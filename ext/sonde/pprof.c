@@ -639,3 +639,301 @@ int pprof_encode_gzip(pprof_builder *builder, uint8_t **out, size_t *out_len) {
   gzip_writer_close(&writer);
   return rc;
 }
+
+// ---- renaming label keys of an encoded profile ----
+// Reads the protobuf with bounds checked at every step (the input is bytes
+// from elsewhere, not this builder's), writes through the same buffers and
+// gzip writer as the encoder.
+
+#define WIRE_FIXED64 1
+#define WIRE_FIXED32 5
+#define FIXED64_SIZE 8
+#define FIXED32_SIZE 4
+#define VARINT_MAX_BYTES 10
+#define INFLATE_CHUNK (256 * 1024)
+
+// One field as read: its number and type, its value (varint) or payload
+// (length-delimited: data, len), and where the whole field begins and ends.
+typedef struct {
+  uint32_t number;
+  uint32_t type;
+  uint64_t value;
+  const uint8_t *payload;
+  size_t payload_len;
+  const uint8_t *start;
+  const uint8_t *end;
+} wire_field;
+
+static bool read_varint(const uint8_t **cursor, const uint8_t *end, uint64_t *value) {
+  uint64_t result = 0;
+  const uint8_t *p = *cursor;
+  for (int i = 0; i < VARINT_MAX_BYTES; i++) {
+    if (p >= end) return false;
+    uint8_t byte = *p++;
+    result |= (uint64_t)(byte & VARINT_PAYLOAD_MASK) << (VARINT_PAYLOAD_BITS * i);
+    if (byte < VARINT_CONTINUE) {
+      *cursor = p;
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Reads the field at *cursor and moves past it; false when it is malformed.
+static bool read_field(const uint8_t **cursor, const uint8_t *end, wire_field *field) {
+  const uint8_t *p = *cursor;
+  uint64_t tag;
+  field->start = p;
+  if (!read_varint(&p, end, &tag) || (tag >> TAG_TYPE_BITS) == 0 || (tag >> TAG_TYPE_BITS) > UINT32_MAX) return false;
+  field->number = (uint32_t)(tag >> TAG_TYPE_BITS);
+  field->type = (uint32_t)(tag & ((1u << TAG_TYPE_BITS) - 1));
+  field->payload = NULL;
+  field->payload_len = 0;
+  field->value = 0;
+  size_t left;
+  switch (field->type) {
+    case WIRE_VARINT:
+      if (!read_varint(&p, end, &field->value)) return false;
+      break;
+    case WIRE_LEN:
+      if (!read_varint(&p, end, &field->value) || field->value > (uint64_t)(end - p)) return false;
+      field->payload = p;
+      field->payload_len = (size_t)field->value;
+      p += field->payload_len;
+      break;
+    case WIRE_FIXED64:
+    case WIRE_FIXED32:
+      left = (size_t)(end - p);
+      if (left < (field->type == WIRE_FIXED64 ? FIXED64_SIZE : FIXED32_SIZE)) return false;
+      p += field->type == WIRE_FIXED64 ? FIXED64_SIZE : FIXED32_SIZE;
+      break;
+    default:
+      return false;
+  }
+  field->end = p;
+  *cursor = p;
+  return true;
+}
+
+static int put_raw(byte_buffer *buffer, const uint8_t *data, size_t len) {
+  if (buffer_reserve(buffer, len) != 0) return -1;
+  put_bytes(buffer, data, len);
+  return 0;
+}
+
+static int put_len_field(byte_buffer *buffer, uint32_t field, const uint8_t *data, size_t len) {
+  if (buffer_reserve(buffer, len_field_size(field, len)) != 0) return -1;
+  put_len_header(buffer, field, len);
+  put_bytes(buffer, data, len);
+  return 0;
+}
+
+// Inflates gzip data into out, refusing more than max bytes.
+static enum pprof_rename_result inflate_bounded(const uint8_t *data, size_t len, size_t max, byte_buffer *out) {
+  z_stream stream;
+  memset(&stream, 0, sizeof(stream));
+  if (inflateInit2(&stream, GZIP_WINDOW_BITS) != Z_OK) return PPROF_RENAME_NO_MEMORY;
+  enum pprof_rename_result result = PPROF_RENAME_MALFORMED;
+  stream.next_in = data;
+  stream.avail_in = len > MAX_DEFLATE_CHUNK ? MAX_DEFLATE_CHUNK : (uInt)len;
+  size_t fed = stream.avail_in;
+  for (;;) {
+    if (out->len >= max) break; // too large once inflated
+    if (buffer_reserve(out, INFLATE_CHUNK) != 0) {
+      result = PPROF_RENAME_NO_MEMORY;
+      break;
+    }
+    size_t room = out->cap - out->len;
+    if (room > max - out->len) room = max - out->len;
+    stream.next_out = out->data + out->len;
+    stream.avail_out = room > MAX_DEFLATE_CHUNK ? MAX_DEFLATE_CHUNK : (uInt)room;
+    uInt offered = stream.avail_out;
+    int rc = inflate(&stream, Z_NO_FLUSH);
+    out->len += offered - stream.avail_out;
+    if (rc == Z_STREAM_END) {
+      result = PPROF_RENAMED;
+      break;
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) break;
+    if (stream.avail_in == 0) {
+      if (fed == len) break; // truncated
+      size_t next = len - fed > MAX_DEFLATE_CHUNK ? MAX_DEFLATE_CHUNK : len - fed;
+      stream.next_in = data + fed;
+      stream.avail_in = (uInt)next;
+      fed += next;
+    }
+  }
+  inflateEnd(&stream);
+  return result;
+}
+
+// The string-table entries that match an old name: index -> which rename.
+typedef struct {
+  uint64_t *indexes;
+  size_t *renames;
+  size_t count;
+  size_t capacity;
+} rename_matches;
+
+static int add_match(rename_matches *matches, uint64_t index, size_t rename) {
+  if (matches->count == matches->capacity) {
+    size_t capacity = matches->capacity ? matches->capacity * 2 : 4;
+    uint64_t *indexes = realloc(matches->indexes, capacity * sizeof(*indexes));
+    if (indexes == NULL) return -1;
+    matches->indexes = indexes;
+    size_t *renames = realloc(matches->renames, capacity * sizeof(*renames));
+    if (renames == NULL) return -1;
+    matches->renames = renames;
+    matches->capacity = capacity;
+  }
+  matches->indexes[matches->count] = index;
+  matches->renames[matches->count] = rename;
+  matches->count++;
+  return 0;
+}
+
+// The new string index for old key index, or 0 when it is not renamed. The
+// new strings follow the string_count existing ones, one per match.
+static uint64_t renamed_key(const rename_matches *matches, uint64_t key, uint64_t string_count) {
+  for (size_t i = 0; i < matches->count; i++)
+    if (matches->indexes[i] == key) return string_count + i;
+  return 0;
+}
+
+static enum pprof_rename_result find_matches(const byte_buffer *raw, const pprof_rename *renames, size_t count,
+                                             rename_matches *matches, uint64_t *string_count) {
+  const uint8_t *p = raw->data, *end = raw->data + raw->len;
+  uint64_t index = 0;
+  wire_field field;
+  while (p < end) {
+    if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
+    if (field.number != PROFILE_STRING_TABLE) continue;
+    if (field.type != WIRE_LEN) return PPROF_RENAME_MALFORMED;
+    for (size_t r = 0; r < count; r++) {
+      if (strlen(renames[r].old_name) == field.payload_len &&
+          memcmp(renames[r].old_name, field.payload, field.payload_len) == 0) {
+        if (add_match(matches, index, r) != 0) return PPROF_RENAME_NO_MEMORY;
+        break;
+      }
+    }
+    index++;
+  }
+  *string_count = index;
+  return matches->count ? PPROF_RENAMED : PPROF_NOTHING_TO_RENAME;
+}
+
+// Appends label (its payload) to out with its key renamed; *changed says
+// whether it was.
+static enum pprof_rename_result rewrite_label(const wire_field *label, const rename_matches *matches,
+                                              uint64_t string_count, byte_buffer *out, bool *changed) {
+  const uint8_t *p = label->payload, *end = label->payload + label->payload_len;
+  size_t start = out->len;
+  *changed = false;
+  wire_field field;
+  // The new label is at most one varint longer per field than the old one.
+  if (buffer_reserve(out, label->payload_len + MAX_LEN_HEADER_SIZE) != 0) return PPROF_RENAME_NO_MEMORY;
+  while (p < end) {
+    if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
+    uint64_t new_key = field.number == LABEL_KEY && field.type == WIRE_VARINT
+                           ? renamed_key(matches, field.value, string_count)
+                           : 0;
+    if (new_key) {
+      if (buffer_reserve(out, varint_field_size(LABEL_KEY, new_key)) != 0) return PPROF_RENAME_NO_MEMORY;
+      put_varint_field(out, LABEL_KEY, new_key);
+      *changed = true;
+    } else if (put_raw(out, field.start, (size_t)(field.end - field.start)) != 0) {
+      return PPROF_RENAME_NO_MEMORY;
+    }
+  }
+  if (!*changed) out->len = start;
+  return PPROF_RENAMED;
+}
+
+// Appends the sample field to out, its labels rewritten where their key is.
+static enum pprof_rename_result rewrite_sample(const wire_field *sample, const rename_matches *matches,
+                                               uint64_t string_count, byte_buffer *scratch, byte_buffer *label,
+                                               byte_buffer *out) {
+  const uint8_t *p = sample->payload, *end = sample->payload + sample->payload_len;
+  bool any_changed = false;
+  scratch->len = 0;
+  wire_field field;
+  while (p < end) {
+    if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
+    bool changed = false;
+    if (field.number == SAMPLE_LABEL && field.type == WIRE_LEN) {
+      label->len = 0;
+      enum pprof_rename_result rc = rewrite_label(&field, matches, string_count, label, &changed);
+      if (rc != PPROF_RENAMED) return rc;
+    }
+    if (changed) {
+      if (put_len_field(scratch, SAMPLE_LABEL, label->data, label->len) != 0) return PPROF_RENAME_NO_MEMORY;
+      any_changed = true;
+    } else if (put_raw(scratch, field.start, (size_t)(field.end - field.start)) != 0) {
+      return PPROF_RENAME_NO_MEMORY;
+    }
+  }
+  int rc = any_changed ? put_len_field(out, PROFILE_SAMPLE, scratch->data, scratch->len)
+                       : put_raw(out, sample->start, (size_t)(sample->end - sample->start));
+  return rc == 0 ? PPROF_RENAMED : PPROF_RENAME_NO_MEMORY;
+}
+
+static enum pprof_rename_result rewrite_profile(const byte_buffer *raw, const pprof_rename *renames,
+                                                const rename_matches *matches, uint64_t string_count,
+                                                byte_buffer *out) {
+  byte_buffer scratch = {0}, label = {0};
+  enum pprof_rename_result rc = PPROF_RENAMED;
+  if (buffer_reserve(out, raw->len + raw->len / 8 + INITIAL_BUFFER_CAPACITY) != 0) rc = PPROF_RENAME_NO_MEMORY;
+  const uint8_t *p = raw->data, *end = raw->data + raw->len;
+  wire_field field;
+  while (rc == PPROF_RENAMED && p < end) {
+    if (!read_field(&p, end, &field)) {
+      rc = PPROF_RENAME_MALFORMED;
+    } else if (field.number == PROFILE_SAMPLE && field.type == WIRE_LEN) {
+      rc = rewrite_sample(&field, matches, string_count, &scratch, &label, out);
+    } else if (put_raw(out, field.start, (size_t)(field.end - field.start)) != 0) {
+      rc = PPROF_RENAME_NO_MEMORY;
+    }
+  }
+  // The new names, in the order of their matches (renamed_key's indexes).
+  for (size_t i = 0; rc == PPROF_RENAMED && i < matches->count; i++) {
+    const char *name = renames[matches->renames[i]].new_name;
+    if (put_len_field(out, PROFILE_STRING_TABLE, (const uint8_t *)name, strlen(name)) != 0)
+      rc = PPROF_RENAME_NO_MEMORY;
+  }
+  buffer_release(&scratch);
+  buffer_release(&label);
+  return rc;
+}
+
+enum pprof_rename_result pprof_rename_label_keys_gzip(const uint8_t *gzipped, size_t gzipped_len,
+                                                      const pprof_rename *renames, size_t count,
+                                                      size_t max_inflated, uint8_t **out, size_t *out_len) {
+  *out = NULL;
+  *out_len = 0;
+  byte_buffer raw = {0}, rewritten = {0};
+  rename_matches matches = {0};
+  uint64_t string_count = 0;
+  enum pprof_rename_result rc = inflate_bounded(gzipped, gzipped_len, max_inflated, &raw);
+  if (rc == PPROF_RENAMED) rc = find_matches(&raw, renames, count, &matches, &string_count);
+  if (rc == PPROF_RENAMED) rc = rewrite_profile(&raw, renames, &matches, string_count, &rewritten);
+  buffer_release(&raw);
+  if (rc == PPROF_RENAMED) {
+    gzip_writer writer;
+    int gz = gzip_writer_open(&writer, rewritten.len);
+    if (gz == 0) gz = gzip_writer_put(&writer, rewritten.data, rewritten.len);
+    if (gz == 0) gz = gzip_writer_finish(&writer);
+    if (gz == 0) {
+      *out = writer.out.data;
+      *out_len = writer.out.len;
+      writer.out.data = NULL;
+    } else {
+      rc = PPROF_RENAME_NO_MEMORY;
+    }
+    gzip_writer_close(&writer);
+  }
+  buffer_release(&rewritten);
+  free(matches.indexes);
+  free(matches.renames);
+  return rc;
+}

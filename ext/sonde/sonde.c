@@ -6,6 +6,7 @@
 
 #include "labels.h"
 #include "own_threads.h"
+#include "pprof_rename_binding.h"
 #include "profiler.h"
 #include "sampling_pass.h"
 #include "vm.h"
@@ -18,5 +19,6 @@ __attribute__((visibility("default"))) void sonde_native_init(VALUE native_modul
   own_threads_install_thread_list_filter();
   profiler_define_methods(native_module);
   labels_define_methods(native_module);
+  pprof_rename_binding_define_methods(native_module);
   testing_define_methods(native_module);
 }

@@ -19,13 +19,16 @@ module Sonde
     class ProfileError < Sonde::Error; end
 
     # to: :collapsed or :speedscope. sample: a sample type (name or alias),
-    # or nil for the format's default. thread_names: collapsed only.
-    def initialize(profile, to:, sample: nil, thread_names: true, name: "profile")
+    # or nil for the format's default. thread_names, label: collapsed only;
+    # label: a label name whose value leads each stack.
+    def initialize(profile, to:, sample: nil, thread_names: true, name: "profile", label: nil)
       unless FORMATS.include?(to)
         raise Sonde::ArgumentError, "to: #{to.inspect} is not accepted (expected one of #{FORMATS.map(&:inspect).join(", ")})"
       end
+      raise Sonde::ArgumentError, "label: only collapsed stacks lead by a label (not #{to})" if label && to != :collapsed
 
-      @stacks = Converters::Stacks.new(profile)
+      @stacks = Converters::Stacks.new(profile, labels: label)
+      check_label(label) if label
       @to = to
       # Resolved now, so that a profile that cannot be converted fails
       # before anything is written.
@@ -58,6 +61,14 @@ module Sonde
       accepted += sample_aliases.select { |_short, long| accepted.include?(long) }.keys
       has = accepted.empty? ? "this profile has no sample types" : "this profile has: #{accepted.join(", ")}"
       raise Sonde::ArgumentError, "sample: #{sample.to_s.inspect} is not accepted (#{has})"
+    end
+
+    def check_label(label)
+      names = @stacks.label_names
+      return if names.include?(label)
+
+      has = names.empty? ? "this profile's samples have no labels" : "this profile's labels: #{names.join(", ")}"
+      raise Sonde::ArgumentError, "label: #{label.inspect} is on no sample (#{has})"
     end
 
     # Short names for Sonde's sample types (any type name in the profile

@@ -36,7 +36,7 @@ module Sonde
 
     # The page for a decoded profile, as a String.
     def html(profile, title:)
-      Page.new(Data.new(Converters::Stacks.new(profile), title: title.to_s)).render
+      Page.new(Data.new(Converters::Stacks.new(profile, labels: :all), title: title.to_s)).render
     end
 
     # app.pprof -> app.html, beside it.

@@ -31,6 +31,33 @@ module ExporterTestHelpers
     end
   end
 
+  # "endpoint" is also a label value here: its string is shared with the key
+  # in the string table, and must stay "endpoint" where it is a value.
+  LABELLED_SCRIPT = <<~RUBY
+    def burn(seconds)
+      t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < seconds
+    end
+    Sonde.start(rate: 250)
+    Sonde.with_labels(endpoint: "GET /users", tenant: "acme") { burn(0.15) }
+    Sonde.with_labels(endpoint: "POST /orders", kind: "endpoint") { burn(0.15) }
+    burn(0.05)
+    $stdout.binmode
+    $stdout.write(Sonde.stop.pprof)
+  RUBY
+
+  # A real profile with labels (two endpoints), made once the same way.
+  def self.labelled_pprof_bytes
+    @labelled_pprof_bytes ||= begin
+      out, err, status = Open3.capture3(RbConfig.ruby, "-I#{SondeTestHelper::LIB}", "-rsonde", "-e", LABELLED_SCRIPT,
+                                        binmode: true)
+      raise "could not make a labelled profile: #{err}" unless status.success?
+
+      out.b.freeze
+    end
+  end
+
   def setup
     @servers = []
     @exporters = []

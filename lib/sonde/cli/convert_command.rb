@@ -9,17 +9,18 @@ require "sonde/cli/profile_file_command"
 module Sonde
   module CLI
     # `sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE]
-    # [--no-thread-names]`: a pprof profile in another tool's format, to OUT
+    # [--no-thread-names] [--label NAME]`: a pprof profile in another tool's format, to OUT
     # or to standard output. Errors are one line on err, never a backtrace:
     # 2 for usage, 1 for a bad file.
     class ConvertCommand
       include ProfileFileCommand
 
       PREFIX = "sonde convert: "
-      USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names]"
+      USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names] " \
+              "[--label NAME]"
       FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope }.freeze
       STDOUT_NAME = "-"
-      INITIAL = { to: nil, output: STDOUT_NAME, sample: nil, thread_names: true }.freeze
+      INITIAL = { to: nil, output: STDOUT_NAME, sample: nil, thread_names: true, label: nil }.freeze
 
       private
 
@@ -46,6 +47,10 @@ module Sonde
           opts.on("--[no-]thread-names", "collapsed: start each line with the thread's name (default: yes)") do |value|
             @thread_names = value
           end
+          opts.on("--label NAME", "collapsed: lead each stack with this label's value (endpoint, job, ...),",
+                  "before the thread's name") do |value|
+            @label = text_option("--label", value)
+          end
           opts.on("-h", "--help", "Show this help") { @help = true }
           remove_exiting_builtins(opts)
         end
@@ -53,14 +58,14 @@ module Sonde
 
       def execute(file)
         profile = ProfileInput.read(file)
-        converter = Convert.new(profile, to: @to, sample: @sample, thread_names: @thread_names,
+        converter = Convert.new(profile, to: @to, sample: @sample, thread_names: @thread_names, label: @label,
                                          name: ProfileFileCommand.display_name(file))
       rescue ProfileInput::Error => e
         fail_with(EXIT_FILE_ERROR, e.message)
       rescue Convert::ProfileError => e
         fail_with(EXIT_FILE_ERROR, "#{file}: #{e.message}")
       rescue Sonde::ArgumentError => e
-        fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Asample: /, "--sample: "))
+        fail_with(EXIT_USAGE_ERROR, e.message.sub(/\A(sample|label): /, "--\\1: "))
       else
         write(converter)
       end

@@ -10,6 +10,9 @@ module Sonde
     #
     # One line per stack per thread; with thread_names: true (the default)
     # the thread's name is the first frame, so each thread is its own tower.
+    # Stacks folded by a label (Stacks.new(profile, labels: "endpoint")) lead
+    # with its value before that ("GET /users;puma 001;..."), "(no
+    # endpoint)" for samples without it: a flame graph of towers by label.
     # Values are one sample type's, summed over states (cpu-time in ns by
     # default). Stacks with no value are left out; lines are sorted, so the
     # same profile always gives the same file.
@@ -49,6 +52,9 @@ module Sonde
       def stack_text(row)
         names = row.frames.map { |function| clean(@stacks.functions[function].name) }
         names.unshift(clean(@stacks.threads[row.thread].label)) if @thread_names
+        if (label = @stacks.label_name)
+          names.unshift(clean(row.labels.fetch(label, "(no #{label})")))
+        end
         names = [NO_FRAMES] if names.empty?
         names.join(SEPARATOR)
       end

@@ -5,9 +5,10 @@ require "sonde/profile_names"
 
 module Sonde
   module Converters
-    # A profile's samples folded by (thread, state, stack of functions): the
-    # common input of every derived format (flame graph page, collapsed
-    # stacks, speedscope). Lines are dropped and functions are grouped by
+    # A profile's samples folded by (thread, state, stack of functions), and
+    # by labels when asked (labels: one name, or :all for every label but
+    # the thread and state ones Sonde writes itself): the common input of
+    # every derived format (flame graph page, collapsed stacks, speedscope). Lines are dropped and functions are grouped by
     # name and file, as the text report groups them, so a loop that shows at
     # ten lines of one method is one frame, and the output stays small.
     #
@@ -33,13 +34,20 @@ module Sonde
       end
 
       # frames: function indexes, root first. values: one per sample type.
-      Row = Struct.new(:thread, :state, :frames, :values)
+      # labels: the folded-by labels the rows' samples carry (a frozen Hash
+      # of String => String, empty when they carry none or none was asked).
+      Row = Struct.new(:thread, :state, :frames, :values, :labels)
+      NO_LABELS = {}.freeze
 
       attr_reader :sample_types, :functions, :threads, :states, :rows
 
-      def initialize(profile)
+      # labels: nil (rows ignore labels), a label name, or :all.
+      def initialize(profile, labels: nil)
         @profile = profile
         @labels = ProfileNames.all.fetch(:labels)
+        @own_labels = @labels.values
+        @folded_labels = labels
+        @label_sets = {}
         @sample_types = profile.sample_types
         @functions = []
         @function_ids = {}
@@ -55,6 +63,16 @@ module Sonde
         @states = @state_ids.keys
       end
 
+      # The label names the samples carry, Sonde's own included, sorted.
+      def label_names
+        @profile.samples.flat_map { |sample| sample.labels.keys }.uniq.sort
+      end
+
+      # The one label name the rows were folded by, or nil.
+      def label_name
+        @folded_labels.is_a?(String) ? @folded_labels : nil
+      end
+
       # Index of the sample type named type_name, or nil.
       def type_index(type_name)
         @sample_types.index { |type, _unit| type == type_name }
@@ -66,8 +84,9 @@ module Sonde
         by_key = {}
         width = @sample_types.size
         samples.each do |sample|
-          key = [thread_index(sample.labels), state_index(sample.labels), frames(sample.location_ids)]
-          row = (by_key[key] ||= @rows.push(Row.new(*key, Array.new(width, 0))).last)
+          labels = sample.labels
+          key = [thread_index(labels), state_index(labels), frames(sample.location_ids), folded_labels(labels)]
+          row = (by_key[key] ||= @rows.push(Row.new(*key.first(3), Array.new(width, 0), key.last)).last)
           values = row.values
           sample.values.each_with_index { |value, i| values[i] += value }
         end
@@ -81,6 +100,20 @@ module Sonde
         # A profile from elsewhere may carry the name as a number label.
         names[name.to_s] += 1 unless name.nil?
         index
+      end
+
+      # The labels rows fold by, one frozen Hash per distinct set.
+      def folded_labels(labels)
+        folded =
+          case @folded_labels
+          when nil then return NO_LABELS
+          when :all then labels.reject { |name, _value| @own_labels.include?(name) }
+          else labels.key?(@folded_labels) ? { @folded_labels => labels[@folded_labels] } : NO_LABELS
+          end
+        return NO_LABELS if folded.empty?
+
+        folded = folded.to_h { |name, value| [name, value.to_s] }
+        @label_sets[folded] ||= folded.freeze
       end
 
       # nil when the profile has no state label (not one of Sonde's).

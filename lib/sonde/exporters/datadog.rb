@@ -5,6 +5,7 @@ require "time"
 require_relative "base"
 require_relative "http_delivery"
 require_relative "multipart"
+require_relative "../pprof/label_renamer"
 require_relative "../version"
 
 module Sonde
@@ -47,6 +48,10 @@ module Sonde
       ORIGIN = "sonde"
       # Datadog's names for tags Sonde names otherwise.
       TAG_NAMES = { "pid" => "process_id" }.freeze
+      # Datadog's names for sample labels: its endpoint profiling groups
+      # samples by "trace endpoint" (what Sonde::Middleware and the job
+      # integrations label "endpoint"). Thread labels already have its names.
+      LABEL_NAMES = { "endpoint" => "trace endpoint" }.freeze
       # What dd-trace-rb tags every Ruby profile with, so the UI knows the language.
       LANGUAGE_TAGS = { "language" => "ruby", "runtime" => "ruby" }.freeze
       # "," separates tags and ":" a tag's name from its value.
@@ -56,6 +61,8 @@ module Sonde
       def initialize(base_uri, settings)
         super(settings)
         @base_uri = base_uri
+        @label_renamer = Pprof::LabelRenamer.new(LABEL_NAMES)
+        @renamed = nil # [profile, its pprof with Datadog's label names]: a retry reuses it
       end
 
       def kind
@@ -81,13 +88,27 @@ module Sonde
         form.add_file(EVENT_FIELD, filename: EVENT_FILENAME, content_type: "application/json",
                                    data: JSON.generate(event(exported_profile)))
         form.add_file(PPROF_FILENAME, filename: PPROF_FILENAME, content_type: "application/octet-stream",
-                                      data: exported_profile.pprof)
+                                      data: datadog_pprof(exported_profile))
         headers = {
           "Content-Type" => form.content_type,
           "DD-EVP-ORIGIN" => ORIGIN,
           "DD-EVP-ORIGIN-VERSION" => Sonde::VERSION
         }
         post(endpoint(@base_uri, PATH), form.body, headers)
+      end
+
+      # Runs on the exporter's thread. A profile the renamer cannot read
+      # (none of Sonde's should be) goes out with Sonde's label names.
+      def datadog_pprof(exported_profile)
+        return @renamed.last if @renamed&.first.equal?(exported_profile)
+
+        pprof = begin
+          @label_renamer.call(exported_profile.pprof)
+        rescue Pprof::DecodeError
+          exported_profile.pprof
+        end
+        @renamed = [exported_profile, pprof]
+        pprof
       end
 
       def tags_profiler(tags)

@@ -1,6 +1,6 @@
 // Sonde's flame graph page. Reads the profile embedded by Sonde::Flamegraph
 // (see lib/sonde/flamegraph/data.rb for its layout), folds the samples that
-// pass the thread and state filters into a tree for the chosen sample type,
+// pass the thread, state and label filters into a tree for the chosen sample type,
 // and hands it to d3-flame-graph. Everything is computed from flat arrays
 // of numbers: a filter change refolds in a few milliseconds even for long
 // multi-thread profiles.
@@ -8,7 +8,9 @@
   "use strict";
 
   var NO_PARENT = -1;
-  var SAMPLE_FIXED_FIELDS = 3; // node, thread, state; then one value per sample type
+  var SAMPLE_FIXED_FIELDS = 4; // node, thread, state, label set; then one value per sample type
+  var NO_LABEL_SET = -1;
+  var ABSENT = -1;
   var TOP_ROWS = 200;
   var MIN_FRAME_PX = 1; // d3-flame-graph draws no frame narrower than this
   var CELL_HEIGHT = 18;
@@ -24,6 +26,8 @@
     type: data.defaultType,
     threads: data.threads.map(function () { return true; }),
     states: data.states.map(function () { return true; }),
+    // Per label name, one flag per value and a last one for "(no name)".
+    labels: data.labels.map(function (label) { return label[1].map(function () { return true; }).concat([true]); }),
     search: "",
     sort: "self",
     selectedFunction: -1
@@ -93,6 +97,24 @@
     return result;
   })();
 
+  // Which label sets pass the label filters; the last slot is for samples
+  // without labels (every name absent).
+  function labelSetsPassing() {
+    var sets = data.labelSets;
+    var passing = new Uint8Array(sets.length + 1);
+    for (var s = 0; s <= sets.length; s++) {
+      var pass = 1;
+      for (var n = 0; n < data.labels.length && pass; n++) {
+        var value = s < sets.length ? sets[s][n] : ABSENT;
+        if (!state.labels[n][value === ABSENT ? data.labels[n][1].length : value]) pass = 0;
+      }
+      passing[s] = pass;
+    }
+    return passing;
+  }
+
+  function labelSetSlot(set) { return set === NO_LABEL_SET ? data.labelSets.length : set; }
+
   // Sums the chosen value of the samples that pass the filters, per node
   // (self) and per subtree (total), and per function for the table.
   function sums() {
@@ -100,10 +122,12 @@
     var rootSelf = 0;
     var samples = data.samples;
     var offset = SAMPLE_FIXED_FIELDS + state.type;
+    var setPasses = labelSetsPassing();
     for (var i = 0; i < samples.length; i += stride) {
       if (!state.threads[samples[i + 1]]) continue;
       var sampleState = samples[i + 2];
       if (sampleState >= 0 && !state.states[sampleState]) continue;
+      if (!setPasses[labelSetSlot(samples[i + 3])]) continue;
       var node = samples[i];
       if (node === NO_PARENT) rootSelf += samples[i + offset];
       else self[node] += samples[i + offset];
@@ -317,17 +341,49 @@
     });
   }
 
-  // Each thread and state checkbox shows how much of the chosen value it holds.
+  // Each thread, state and label checkbox shows how much of the chosen value it holds.
   function renderFilterTotals() {
     var byThread = new Float64Array(data.threads.length);
     var byState = new Float64Array(data.states.length);
+    var byLabel = data.labels.map(function (label) { return new Float64Array(label[1].length + 1); });
     var offset = SAMPLE_FIXED_FIELDS + state.type;
     for (var i = 0; i < data.samples.length; i += stride) {
-      byThread[data.samples[i + 1]] += data.samples[i + offset];
-      if (data.samples[i + 2] >= 0) byState[data.samples[i + 2]] += data.samples[i + offset];
+      var value = data.samples[i + offset];
+      byThread[data.samples[i + 1]] += value;
+      if (data.samples[i + 2] >= 0) byState[data.samples[i + 2]] += value;
+      var set = data.samples[i + 3];
+      for (var n = 0; n < data.labels.length; n++) {
+        var index = set === NO_LABEL_SET ? ABSENT : data.labelSets[set][n];
+        byLabel[n][index === ABSENT ? data.labels[n][1].length : index] += value;
+      }
     }
     document.querySelectorAll("#threads .amount").forEach(function (span, i) { span.textContent = formatValue(byThread[i]); });
     document.querySelectorAll("#states .amount").forEach(function (span, i) { span.textContent = formatValue(byState[i]); });
+    byLabel.forEach(function (amounts, n) {
+      document.querySelectorAll("#label-" + n + " .amount").forEach(function (span, i) { span.textContent = formatValue(amounts[i]); });
+    });
+  }
+
+  // One fieldset per label name: its values and "(no name)".
+  function labelFilters() {
+    data.labels.forEach(function (label, n) {
+      var fieldset = document.createElement("fieldset");
+      fieldset.id = "label-" + n;
+      fieldset.className = "label-filter";
+      var legend = document.createElement("legend");
+      legend.textContent = label[0] + " ";
+      ["all", "none"].forEach(function (which) {
+        var button = document.createElement("button");
+        button.type = "button";
+        button.textContent = which;
+        button.addEventListener("click", function () { setAll(fieldset.id, state.labels[n], which === "all"); });
+        legend.appendChild(button);
+        legend.appendChild(document.createTextNode(" "));
+      });
+      fieldset.appendChild(legend);
+      $("filters").appendChild(fieldset);
+      checkboxes(fieldset.id, label[1].concat(["(no " + label[0] + ")"]), state.labels[n]);
+    });
   }
 
   function checkboxes(fieldsetId, labels, flags) {
@@ -367,6 +423,7 @@
     $("type").addEventListener("change", function () { state.type = Number($("type").value); render(); });
     checkboxes("threads", data.threads.map(function (t) { return t[1] === null ? t[0] : t[0] + " (" + t[1] + ")"; }), state.threads);
     checkboxes("states", data.states, state.states);
+    labelFilters();
     document.querySelector("[data-all=threads]").addEventListener("click", function () { setAll("threads", state.threads, true); });
     document.querySelector("[data-none=threads]").addEventListener("click", function () { setAll("threads", state.threads, false); });
     $("inverted").addEventListener("change", render);
