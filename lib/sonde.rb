@@ -155,3 +155,8 @@ module Sonde
     end
   end
 end
+
+# Rails: Sonde's Railtie, when Rails is loaded (Bundler requires gems after
+# `require "rails"`). A process that loads Sonde first (RUBYOPT=-rsonde/auto)
+# can require "sonde/railtie" in config/application.rb.
+require_relative "sonde/railtie" if defined?(::Rails::Railtie)

@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Sonde's Railtie in a real Rails application (Debian's Rails 6.1, booted by
+# test/workloads/rails_app.rb): config.sonde starts Sonde, the middleware is
+# first in the stack, each action runs under its Controller#action and each
+# job under its class and queue, in the proportions the workload measured
+# on its own thread CPU clock.
+class RailsTest < Minitest::Test
+  include SondeTestHelper
+
+  # The endpoints' and jobs' CPU against what the workload measured.
+  RATIO_TOLERANCE = 0.25
+
+  def setup
+    _out, _err, status = run_ruby("-e", 'require "rails"; require "action_controller/railtie"; require "active_job/railtie"')
+    skip "Rails (railties, actionpack, activejob) is not installed for this Ruby (script/setup installs Debian's)" unless
+      status.success?
+  end
+
+  def test_a_rails_app_is_labelled_by_controller_action_and_job
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "rails.pprof")
+      facts = run_workload("rails_app", out)
+      assert facts["started_by_railtie"], "config.sonde.start = true started Sonde"
+      assert_equal %w[shop development], facts.values_at("service", "env"), "the app's name and Rails.env"
+      assert_equal "Sonde::Middleware", facts["middleware"].first, "the middleware is first in the stack"
+
+      profile = Sonde::Pprof.read(out)
+      cpu = ->(name, value) { total(profile, "cpu-time") { |s| s.labels[name] == value } }
+      spent = facts["spent"]
+      users = cpu.call("endpoint", "UsersController#show")
+      orders = cpu.call("endpoint", "OrdersController#create")
+      assert_operator users, :>, 0
+      assert_within spent["OrdersController#create"] / spent["UsersController#show"], orders.to_f / users,
+                    RATIO_TOLERANCE, "OrdersController#create : UsersController#show CPU"
+      import = cpu.call("job", "ImportJob")
+      mail = cpu.call("job", "MailJob")
+      assert_operator mail, :>, 0
+      assert_within spent["ImportJob"] / spent["MailJob"], import.to_f / mail, RATIO_TOLERANCE, "ImportJob : MailJob CPU"
+      queues = profile.samples.filter_map { |s| [s.labels["job"], s.labels["queue"]] if s.labels["job"] }.uniq.sort
+      assert_equal [%w[ImportJob bulk], %w[MailJob default]], queues
+      endpoints = profile.samples.filter_map { |s| s.labels["endpoint"] }.uniq
+      assert_empty endpoints.grep(%r{/users/\d}), "no raw path becomes a label: #{endpoints}"
+      assert_go_pprof_tagfocus(out)
+    end
+  end
+
+  def test_a_mistyped_setting_is_refused_at_boot
+    _out, err, status = run_ruby("-e", <<~RUBY)
+      require "logger"
+      require "rails"
+      require "action_controller/railtie"
+      require "sonde"
+      class Typo < Rails::Application
+        config.eager_load = false
+        config.logger = Logger.new(nil)
+        config.secret_key_base = "x"
+        config.sonde.rat = 250
+      end
+      Rails.application.initialize!
+    RUBY
+    refute status.success?
+    assert_match(/config\.sonde\.rat is not a setting \(accepted: start, middleware, controller_labels, active_job, rate, /,
+                 err)
+  end
+
+  def test_nothing_of_rails_loads_without_rails
+    out, err, status = run_ruby("-rsonde", "-rsonde/middleware", "-e",
+                                'puts [defined?(Sonde::Railtie).inspect, $LOADED_FEATURES.grep(/railtie|rails\\//).size].join(",")')
+    assert status.success?, err
+    assert_equal "nil,0", out.strip
+  end
+
+  private
+
+  def assert_go_pprof_tagfocus(path)
+    return unless go_available?
+
+    top, err, status = Open3.capture3("go", "tool", "pprof", "-top", "-tagfocus=endpoint=OrdersController#create", path)
+    assert status.success?, err
+    assert_includes top, "Object#burn"
+  end
+end
