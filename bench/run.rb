@@ -53,11 +53,13 @@ module SondeBench
   def self.measure_overhead_and_cost(child, settings, log, lineup, dir)
     overhead = Overhead.new(child, settings, log, lineup).measure
     gc_hook = GcHook.new(child, settings, log).measure
+    labels = LabelsCost.new(child, settings, log, lineup.rubies).measure
     cost = SampleCost.new(child, settings, log).measure
     long = LongRun.new(child, settings, log).measure
     self_profile = settings.self_profile ? SelfProfile.run(child, scale: settings.self_profile_scale, dir: dir) : nil
     log.call("profile of the profiler: #{self_profile&.available ? "done" : self_profile&.reason || "skipped"}")
-    { overhead: overhead, gc_hook: gc_hook, sample_cost: cost, long_run: long, self_profile: self_profile }
+    { overhead: overhead, gc_hook: gc_hook, labels: labels, sample_cost: cost, long_run: long,
+      self_profile: self_profile }
   end
 
   # Says up front what will run, and what will not and why (CI's log shows it).

@@ -33,9 +33,9 @@ namespace :bench do
        ENV.fetch("RATE", "100")
   end
 
-  desc "What labels (Sonde::Middleware) cost a Rack request, in-process A/B while Sonde samples (ROUNDS=30; ~1 min)"
+  desc "What labels (Sonde::Middleware) cost a Rack request, in-process A/B/A while Sonde samples (SCALE=1: 100 rounds, ~30 s)"
   task labels: :compile do
-    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "labels_cost.rb"), ENV.fetch("ROUNDS", "30")
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "labels_cost.rb"), ENV.fetch("SCALE", "1")
   end
 
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"

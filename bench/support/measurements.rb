@@ -266,6 +266,24 @@ module SondeBench
     end
   end
 
+  # What labels cost a Rack request (bench/workloads/labels.rb), on each Ruby.
+  class LabelsCost
+    attr_reader :runs # RubyTarget => Child::Run
+
+    def initialize(child, settings, log, rubies)
+      @child = child
+      @settings = settings
+      @log = log
+      @rubies = rubies.select(&:available?)
+    end
+
+    def measure
+      @runs = @rubies.to_h { |ruby| [ruby, @child.run("labels", profiler: "none", rate: 0, scale: @settings.scale, ruby: ruby)] }
+      @log.call("labels: done")
+      self
+    end
+  end
+
   # What one sampling pass costs, by threads and depth, from Sonde's stats.
   class SampleCost
     SHAPES = [[1, 30], [1, 300], [8, 30], [8, 300], [200, 30], [200, 300]].freeze

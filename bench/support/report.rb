@@ -8,6 +8,7 @@ require "etc"
 require "rbconfig"
 require_relative "measurements"
 require_relative "accuracy_report"
+require_relative "labels_report"
 require_relative "peer_notes"
 
 module SondeBench
@@ -24,7 +25,7 @@ module SondeBench
     KB_PER_MB = 1024.0
 
     def initialize(settings:, rubies:, lineup:, accuracy:, started:, finished:, overhead: nil, gc_hook: nil,
-                   sample_cost: nil, long_run: nil, self_profile: nil)
+                   labels: nil, sample_cost: nil, long_run: nil, self_profile: nil)
       @settings = settings
       @rubies = rubies
       @lineup = lineup
@@ -33,6 +34,7 @@ module SondeBench
       @host = Peers.ruby_series
       @overhead = overhead
       @gc_hook = gc_hook
+      @labels = labels
       @cost = sample_cost
       @long = long_run
       @self_profile = self_profile
@@ -45,7 +47,8 @@ module SondeBench
       accuracy = AccuracyReport.new(@accuracy).to_markdown
       return [header, PeerNotes.new(@rubies, @lineup).to_markdown, accuracy].join("\n") if @settings.accuracy_only
 
-      [header, PeerNotes.new(@rubies, @lineup).to_markdown, overhead_table, gc_hook_table, cost_table,
+      [header, PeerNotes.new(@rubies, @lineup).to_markdown, overhead_table, gc_hook_table,
+       LabelsReport.new(@labels).to_markdown, cost_table,
        completeness_table, long_table, accuracy, targets, self_profile_section, closing_note].join("\n")
     end
 
