@@ -49,4 +49,41 @@ class WallTickOfferTest < Minitest::Test
       assert_operator spinning / wall.to_f, :>=, 0.9, "the holder's wall time is under the method it ran"
     end
   end
+
+  # Once offers keep being taken, the offer stands: the holder's CPU
+  # signals take the ticks and the trigger wakes every 8 intervals only,
+  # until the holder sleeps; then ticks go back to one wake-up each (the
+  # idle helper's passes), and no wall time is lost either way.
+  def test_a_standing_offer_spares_the_trigger_and_is_withdrawn_when_the_holder_sleeps
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
+      def spin(seconds)
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+        x = 0
+        x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        x
+      end
+      Sonde.start(rate: 100)
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      spin(2.0)
+      busy = Sonde.stats
+      sleep 0.5
+      elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+      profile = Sonde.stop
+      wall = profile.decode.then { |d| d.samples.sum { |s| s.values[d.value_index("wall-time")] } }
+      puts JSON.generate(busy: busy, after: profile.stats, elapsed: elapsed, wall_s: wall / 1e9)
+    RUBY
+    assert status.success?, stderr
+    facts = JSON.parse(stdout.lines.last)
+    busy = facts["busy"]
+    after = facts["after"]
+    skip "no CPU timers here (#{busy.inspect})" unless busy["cpu_timers"]
+
+    assert_operator busy["standing_offers"], :>=, 1, "the offer stood"
+    assert_operator busy["trigger_wakeups"], :<, 0.5 * busy["samples"],
+                    "the trigger woke for most ticks: #{busy.slice("trigger_wakeups", "samples", "ticks_by_cpu_signal")}"
+    assert_operator busy["samples"], :>=, 0.85 * 200, "ticks were lost while the offer stood"
+    slept_passes = after["idle_requests"] - busy["idle_requests"]
+    assert_operator slept_passes, :>=, 0.7 * 50, "the offer was withdrawn when the holder slept: #{after}"
+    assert_in_delta facts["elapsed"], facts["wall_s"], 0.05 * facts["elapsed"], "the main thread's wall time"
+  end
 end

@@ -49,7 +49,17 @@ struct scheduler {
   // tick_from_trigger): set by the trigger, taken by a handler.
   int tick_offered;
   uint64_t signals_sent, signal_failures, idle_requests, idle_helper_missing, idle_helper_restarts, ticks_skipped,
-      ticks_by_cpu_signal;
+      ticks_by_cpu_signal, trigger_wakeups, standing_periods;
+  // A standing offer (see standing_check): while set, the GVL holder's
+  // CPU-timer signals take a tick each once an interval has passed since
+  // the last one taken, with no trigger wake-up per tick. Set and cleared
+  // by the trigger; standing_last_ns is moved forward by the handler that
+  // takes a tick (compare-and-swap), standing_taken counts them for the
+  // trigger's check.
+  int standing;
+  int64_t standing_interval_ns;
+  int64_t standing_last_ns;
+  uint64_t standing_taken;
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
@@ -59,6 +69,7 @@ struct scheduler {
   // backoff after untaken offers (0: none).
   uint32_t offer_ticks_to_wait, offer_backoff;
   bool offer_outstanding; // the trigger's last offer may still be taken
+  uint32_t offers_taken_in_row; // the trigger's: consecutive offers taken, towards a standing offer
   pthread_mutex_t trigger_lock;
   pthread_cond_t trigger_wakeup;
   // The idle helper and what the GVL side knows of it.
@@ -125,8 +136,27 @@ pacing *scheduler_pacing(scheduler *sched) { return &sched->pace; }
 
 void scheduler_note_tick_signal_safe(scheduler *sched) { __atomic_store_n(&sched->tick_pending, 1, __ATOMIC_RELEASE); }
 
+// A CPU-timer signal this much of an interval early still takes a standing
+// tick: the kernel checks CPU timers at its own 4-ms tick, so a busy
+// thread's signals come 8 or 12 ms apart at 100 Hz, not every 10.
+#define STANDING_EARLY_DIVISOR 4
+
 bool scheduler_take_offered_tick_signal_safe(scheduler *sched) {
-  if (!__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL)) return false;
+  bool standing = __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) != 0;
+  if (__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL)) {
+    if (standing) __atomic_store_n(&sched->standing_last_ns, clocks_monotonic_ns(), __ATOMIC_RELEASE);
+    ADD(ticks_by_cpu_signal);
+    return true;
+  }
+  if (!standing) return false;
+  int64_t now = clocks_monotonic_ns(); // clock_gettime: async-signal-safe
+  int64_t last = __atomic_load_n(&sched->standing_last_ns, __ATOMIC_ACQUIRE);
+  int64_t interval = __atomic_load_n(&sched->standing_interval_ns, __ATOMIC_RELAXED);
+  if (now - last < interval - interval / STANDING_EARLY_DIVISOR) return false;
+  // Another thread's signal may take the same tick: one of them wins.
+  if (!__atomic_compare_exchange_n(&sched->standing_last_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return false;
+  __atomic_fetch_add(&sched->standing_taken, 1, __ATOMIC_RELAXED);
   ADD(ticks_by_cpu_signal);
   return true;
 }
@@ -169,6 +199,17 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // wait for them.
 #define OFFER_MIN_INTERVAL_NS (8 * 1000 * 1000)
 
+// After this many offers in a row taken, the offer stands (standing_check).
+#define STANDING_AFTER_TAKEN 4
+
+static void start_standing_offer(scheduler *sched) {
+  __atomic_store_n(&sched->standing_interval_ns, sched->interval_ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&sched->standing_last_ns, clocks_monotonic_ns(), __ATOMIC_RELAXED);
+  __atomic_store_n(&sched->standing_taken, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&sched->standing, 1, __ATOMIC_RELEASE);
+  ADD(standing_periods);
+}
+
 static bool offer_tick_to_cpu_signal(scheduler *sched) {
   if (sched->run->timers == NULL || sched->interval_ns < OFFER_MIN_INTERVAL_NS) return false;
   if (sched->offer_ticks_to_wait > 0) {
@@ -176,13 +217,17 @@ static bool offer_tick_to_cpu_signal(scheduler *sched) {
     return false;
   }
   if (__atomic_exchange_n(&sched->tick_offered, 1, __ATOMIC_ACQ_REL) == 0) {
-    if (sched->offer_outstanding) sched->offer_backoff = 0; // the last offer was taken
+    if (sched->offer_outstanding) { // the last offer was taken
+      sched->offer_backoff = 0;
+      if (++sched->offers_taken_in_row >= STANDING_AFTER_TAKEN) start_standing_offer(sched);
+    }
     sched->offer_outstanding = true;
     return true;
   }
   // The last tick's offer: take it back, unless a handler takes it first.
   if (__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL) == 0) return true;
   sched->offer_outstanding = false;
+  sched->offers_taken_in_row = 0;
   sched->offer_backoff = sched->offer_backoff == 0 ? OFFER_BACKOFF_FIRST
                          : sched->offer_backoff * 2 > OFFER_BACKOFF_MAX ? OFFER_BACKOFF_MAX
                                                                         : sched->offer_backoff * 2;
@@ -237,6 +282,37 @@ static bool tick_from_trigger(scheduler *sched) {
   return false;
 }
 
+// While an offer stands the trigger wakes only every STANDING_TICKS
+// intervals, to check that the holder's signals took at least
+// STANDING_MIN_TAKEN ticks meanwhile. A holder that stopped burning CPU
+// (blocked, asleep) or stopped holding the GVL takes fewer: the offer is
+// withdrawn and ticks go back to one wake-up each. Sampling then lags by at
+// most STANDING_TICKS intervals, and loses no time: every sample counts
+// the wall time since the thread's previous one. A trigger wake-up costs
+// CPU (a timed wait, a context switch on the other core: about 0.3% of the
+// process at 100 Hz here), which a busy single-thread process no longer
+// pays per tick. The overhead budget is checked at each check as at each
+// tick: an overdrawn budget withdraws the offer.
+#define STANDING_TICKS 8
+#define STANDING_MIN_TAKEN 6
+
+static int64_t trigger_wait_ns(const scheduler *sched, int64_t interval_ns) {
+  return __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) ? STANDING_TICKS * interval_ns : interval_ns;
+}
+
+// At a wake-up: true when the offer stands for another period (no tick to
+// give now), false when there was none or it was just withdrawn.
+static bool standing_check(scheduler *sched, int64_t interval_ns) {
+  if (!__atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE)) return false;
+  uint64_t taken = __atomic_exchange_n(&sched->standing_taken, 0, __ATOMIC_ACQ_REL);
+  sched->pace.ticks += taken; // their passes report to pacing like a tick's
+  bool keep = taken >= STANDING_MIN_TAKEN && interval_ns == sched->interval_ns && !signals_sampling_handler_lost();
+  if (keep) return true;
+  __atomic_store_n(&sched->standing, 0, __ATOMIC_RELEASE);
+  sched->offers_taken_in_row = 0;
+  return false;
+}
+
 static struct timespec timespec_from_ns(int64_t ns) {
   return (struct timespec){.tv_sec = ns / NANOS_PER_SECOND, .tv_nsec = ns % NANOS_PER_SECOND};
 }
@@ -258,10 +334,13 @@ static void *trigger_loop_without_gvl(void *arg) {
   for (;;) {
     // The overhead budget may stretch the interval (see pacing.h).
     int64_t now = clocks_monotonic_ns();
-    next_tick += pacing_next_interval_ns(&sched->pace, now);
+    int64_t interval = pacing_next_interval_ns(&sched->pace, now);
+    next_tick += trigger_wait_ns(sched, interval);
     // Behind schedule (machine busy, process stopped): skip, never burst.
     if (next_tick < now) next_tick = now;
     if (!sleep_until(sched, next_tick)) break;
+    ADD(trigger_wakeups);
+    if (standing_check(sched, interval)) continue;
     if (tick_from_trigger(sched)) pacing_on_tick(&sched->pace);
   }
   return NULL;
@@ -396,6 +475,8 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "idle_helper_missing", READ(idle_helper_missing));
   PUT(stats, "ticks_skipped", READ(ticks_skipped));
   PUT(stats, "ticks_by_cpu_signal", READ(ticks_by_cpu_signal));
+  PUT(stats, "trigger_wakeups", READ(trigger_wakeups));
+  PUT(stats, "standing_offers", READ(standing_periods));
   PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
   PUT(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
   rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),
