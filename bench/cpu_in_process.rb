@@ -18,6 +18,7 @@
 require "json"
 require "sonde"
 require "stackprof"
+require_relative "support/workload"
 require_relative "workloads/cpu_app"
 
 rounds = Integer(ARGV.fetch(0))
@@ -25,8 +26,10 @@ rate = Integer(ARGV.fetch(1))
 slice = Integer(ARGV.fetch(2))
 kinds = %w[none sonde stackprof-cpu]
 app = build_cpu_app
-process_cpu = -> { Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) }
 thread_cpu = -> { Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) }
+# Thread clock first: it brings the process clock up to date (see
+# SondeBench::Workload.process_cpu in support/workload.rb).
+process_cpu = -> { SondeBench::Workload.process_cpu }
 request = 0
 run_slice = -> { slice.times { call_cpu_app(app, request += 1) } }
 run_slice.call # warm up: methods' inline caches, the heap's size
@@ -40,10 +43,11 @@ rounds.times do
     when "sonde" then Sonde.start(rate: rate)
     when "stackprof-cpu" then StackProf.start(mode: :cpu, interval: 1_000_000 / rate, raw: true)
     end
-    process_started = process_cpu.call
     thread_started = thread_cpu.call
+    process_started = process_cpu.call
     run_slice.call
-    results[kind] << [process_cpu.call - process_started, thread_cpu.call - thread_started]
+    thread_used = thread_cpu.call - thread_started
+    results[kind] << [process_cpu.call - process_started, thread_used]
     case kind
     when "sonde"
       Sonde.stop

@@ -331,6 +331,8 @@ cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
   return stats;
 }
 
+bool cpu_timers_any_refused(cpu_timers *timers) { return __atomic_load_n(&timers->failures, __ATOMIC_RELAXED) != 0; }
+
 void cpu_timers_fail_creation_for_testing(cpu_timers *timers, int err) {
   pthread_mutex_lock(&timers->lock);
   timers->fail_creation_with = err;

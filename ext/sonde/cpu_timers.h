@@ -100,6 +100,10 @@ typedef struct {
 
 cpu_timer_stats cpu_timers_stats(cpu_timers *timers);
 
+// Whether the kernel refused any timer: then some thread may have none.
+// Lock-free (an atomic read): safe during GC and in a signal handler.
+bool cpu_timers_any_refused(cpu_timers *timers);
+
 // Tests only: makes every later timer_create fail with err, as a seccomp
 // filter or a container policy would.
 void cpu_timers_fail_creation_for_testing(cpu_timers *timers, int err);

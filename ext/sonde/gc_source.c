@@ -4,8 +4,16 @@
 // tracepoint: it reads clocks and writes this module's fields, and
 // allocates nothing and calls no Ruby code (both are forbidden during GC).
 // Everything else runs with the GVL, outside GC.
+//
+// The hook runs at every GC step, lazy sweep steps included (about five
+// per GC on the cpu workload, hundreds a second), so it makes as few
+// system calls as it can: the thread's tid is cached in a thread-local,
+// and its CPU clock (a system call, not a vDSO read) is read only when
+// some thread may lack a CPU timer; with timers, a GC's CPU time is sampled
+// by the timers' signals and the hook's CPU figure would be dropped anyway.
 #include "gc_source.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -14,6 +22,7 @@
 #include <ruby/debug.h>
 
 #include "clocks.h"
+#include "cpu_timers.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
 #include "stacks.h"
@@ -23,6 +32,7 @@
 
 struct gc_source {
   bool record_gc;
+  cpu_timers *timers; // the run's, NULL in no-signals mode; set at start
   bool polled; // Ruby 3.1/3.2: Ruby's GC clock at each pass instead of a hook
   VALUE tracepoint;
   // Written during GC by the tracepoint, read with the GVL after it.
@@ -55,20 +65,39 @@ void gc_source_note_running_thread(gc_source *gc, int64_t tid) { gc->last_runnin
 // ---------------------------------------------------------------------------
 // During GC.
 
+// The calling thread's tid, 0 until its first GC; reset in a forked child
+// for the one thread that survives (an atfork handler, registered at the
+// first start, so a child that starts Sonde after forking is right too).
+// Initial-exec, so reading it allocates nothing.
+static __thread int64_t gc_thread_tid __attribute__((tls_model("initial-exec")));
+
+static void forget_tid_in_child(void) { gc_thread_tid = 0; }
+
+static int64_t current_tid(void) {
+  if (gc_thread_tid == 0) gc_thread_tid = (int64_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
+  return gc_thread_tid;
+}
+
+static bool gc_cpu_time_wanted(const gc_source *gc) {
+  return gc->timers == NULL || cpu_timers_any_refused(gc->timers);
+}
+
 static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
   gc_source *gc = data;
   rb_trace_arg_t *arg = rb_tracearg_from_tracepoint(tracepoint);
   switch (rb_tracearg_event_flag(arg)) {
     case RUBY_INTERNAL_EVENT_GC_ENTER:
       gc->started_wall_ns = clocks_monotonic_ns();
-      gc->started_cpu_ns = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-      gc->gc_tid = (int64_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
+      gc->started_cpu_ns = gc_cpu_time_wanted(gc) ? clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
+      gc->gc_tid = current_tid();
       break;
     case RUBY_INTERNAL_EVENT_GC_EXIT: {
       if (gc->started_wall_ns == 0) return; // enabled mid-GC
       gc->pending_wall_ns += clocks_monotonic_ns() - gc->started_wall_ns;
-      int64_t cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-      if (cpu >= 0 && gc->started_cpu_ns >= 0) gc->pending_cpu_ns += cpu - gc->started_cpu_ns;
+      if (gc->started_cpu_ns >= 0) {
+        int64_t cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (cpu >= 0) gc->pending_cpu_ns += cpu - gc->started_cpu_ns;
+      }
       gc->started_wall_ns = 0;
       gc->events++;
       break;
@@ -170,7 +199,10 @@ bool gc_source_record_pending(sonde_run *run) {
 
 static sonde_status start_gc(sonde_run *run, char *error, size_t error_size) {
   gc_source *gc = run->gc;
+  gc->timers = run->timers;
   if (!gc->record_gc) return SONDE_OK;
+  static bool atfork_registered; // with the GVL
+  if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, forget_tid_in_child) == 0;
   if (vm_gc_hooks_slow_allocation()) {
     gc->polled = true;
     gc->total_time_seen_ns = vm_gc_total_time_ns();
@@ -195,7 +227,8 @@ static void add_gc_stats(const sonde_run *run, VALUE stats) {
   rb_hash_aset(stats, ID2SYM(rb_intern("gc_samples")), ULL2NUM(run->gc->samples));
 }
 
-// Nothing of the GC source lives in another thread.
+// Nothing of the GC source lives in another thread (the cached tid has its
+// own atfork handler).
 static void forget_gc_after_fork(sonde_run *run) {}
 
 const event_source gc_event_source = {
