@@ -30,7 +30,7 @@ module SondeBench
 
     # Rounds and requests per slice of the one-process comparison (a slice
     # is about 0.15 s of CPU here).
-    IN_PROCESS_ROUNDS = 60
+    IN_PROCESS_ROUNDS = 100
     SLICE_REQUESTS = 2500
 
     def initialize(rounds:, rate:, rubies:)
@@ -102,17 +102,20 @@ module SondeBench
         slices = @in_process.fetch(ruby.series).fetch("slices")
         none = slices.fetch("none")
         puts "#{ruby.name}: #{@in_process.fetch(ruby.series).fetch("samples")} samples in all"
-        puts format("  %-14s %9s %9s   %-26s %s", "profiler", "median", "min", "paired process CPU (p25-p75)",
-                    "paired main-thread CPU")
+        puts format("  %-14s %9s %9s   %-26s %-22s %s", "profiler", "median", "min", "paired process CPU (p25-p75)",
+                    "paired main-thread CPU", "other threads' share")
         paired = {}
         PROFILERS.each do |profiler|
           rows = slices.fetch(profiler)
           process = rows.zip(none).map { |(cpu, _), (base, _)| cpu / base }
           thread = rows.zip(none).map { |(_, cpu), (_, base)| cpu / base }
           paired[profiler] = process
-          puts format("  %-14s %8.4fs %8.4fs   %-26s %s", profiler, median(rows.map(&:first)), rows.map(&:first).min,
+          # What the process used beyond the main thread, in the same slice:
+          # the profiler's own threads (no noise from the pairing).
+          others = rows.map { |cpu, main| (cpu - main) / main }
+          puts format("  %-14s %8.4fs %8.4fs   %-26s %-22s %.3f%%", profiler, median(rows.map(&:first)), rows.map(&:first).min,
                       format("%.4f (%.4f-%.4f)", median(process), percentile(process, 25), percentile(process, 75)),
-                      format("%.4f", median(thread)))
+                      format("%.4f", median(thread)), median(others) * 100)
         end
         verdict(paired, none.map(&:first))
       end
