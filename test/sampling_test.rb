@@ -37,7 +37,11 @@ class SamplingTest < Minitest::Test
     assert_includes names, "main"
     profile.samples.each do |sample|
       assert_kind_of Integer, sample.labels["thread id"]
-      assert_includes ["running", "waiting for gvl", "sleeping", "blocked"], sample.labels["state"]
+      # A GC that ran meanwhile (rare here, seen under 3.1's YJIT) is a
+      # "Garbage Collection" sample in state "gc".
+      states = ["running", "waiting for gvl", "sleeping", "blocked"]
+      states << "gc" if in_function?(profile, sample, "Garbage Collection")
+      assert_includes states, sample.labels["state"]
     end
     # Once its sleep ends the napper may queue for the GVL the burner holds:
     # that moment is "waiting for gvl", the rest "sleeping".
