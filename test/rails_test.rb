@@ -14,9 +14,9 @@ class RailsTest < Minitest::Test
   RATIO_TOLERANCE = 0.25
 
   def setup
-    _out, _err, status = run_ruby("-e", 'require "rails"; require "action_controller/railtie"; require "active_job/railtie"')
-    skip "Rails (railties, actionpack, activejob) is not installed for this Ruby (script/setup installs Debian's)" unless
-      status.success?
+    skip_unless_loadable(%w[rails action_controller/railtie active_job/railtie],
+                         "Rails (railties, actionpack, activejob) is not installed for this Ruby " \
+                         "(script/setup installs Debian's)")
   end
 
   def test_a_rails_app_is_labelled_by_controller_action_and_job

@@ -11,8 +11,7 @@ class SinatraTest < Minitest::Test
   RATIO_TOLERANCE = 0.25
 
   def setup
-    _out, _err, status = run_ruby("-e", 'require "sinatra/base"')
-    skip "Sinatra is not installed for this Ruby (script/setup installs Debian's ruby-sinatra)" unless status.success?
+    skip_unless_loadable(%w[sinatra/base], "Sinatra is not installed for this Ruby (script/setup installs Debian's ruby-sinatra)")
   end
 
   def test_each_route_is_labelled_with_its_pattern

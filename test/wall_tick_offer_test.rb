@@ -10,16 +10,21 @@ require_relative "support/test_helper"
 class WallTickOfferTest < Minitest::Test
   include SondeTestHelper
 
+  # The busy GVL holder of both tests: spins on the wall clock.
+  SPIN = <<~RUBY
+    def spin(seconds)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      x
+    end
+  RUBY
+
   def test_a_busy_holder_keeps_every_wall_tick_and_its_wall_time_where_it_runs
     Dir.mktmpdir do |dir|
       out = File.join(dir, "offer.pprof")
       stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
-        def spin(seconds)
-          deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
-          x = 0
-          x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-          x
-        end
+        #{SPIN}
         Sonde.start(rate: 100)
         started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         spin(2.0)
@@ -56,12 +61,7 @@ class WallTickOfferTest < Minitest::Test
   # idle helper's passes), and no wall time is lost either way.
   def test_a_standing_offer_spares_the_trigger_and_is_withdrawn_when_the_holder_sleeps
     stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
-      def spin(seconds)
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
-        x = 0
-        x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-        x
-      end
+      #{SPIN}
       Sonde.start(rate: 100)
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       spin(2.0)

@@ -831,8 +831,6 @@ static enum pprof_rename_result rewrite_label(const wire_field *label, const ren
   size_t start = out->len;
   *changed = false;
   wire_field field;
-  // The new label is at most one varint longer per field than the old one.
-  if (buffer_reserve(out, label->payload_len + MAX_LEN_HEADER_SIZE) != 0) return PPROF_RENAME_NO_MEMORY;
   while (p < end) {
     if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
     uint64_t new_key = field.number == LABEL_KEY && field.type == WIRE_VARINT

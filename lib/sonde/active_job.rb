@@ -16,9 +16,8 @@ module Sonde
   # 256 bytes) runs unlabelled; nothing of Sonde's is raised into the job.
   module ActiveJobLabels
     # Job classes and queues whose labels are kept checked.
-    CACHED = 1000
+    CACHE = Labels::CheckedCache.new(1000)
 
-    @cache = {}
     @installed = false
 
     class << self
@@ -47,16 +46,7 @@ module Sonde
       private
 
       def labels_for(name, queue)
-        key = [name, queue]
-        @cache.fetch(key) do
-          labels = begin
-            Labels.check("job" => name, "queue" => queue)
-          rescue Sonde::ArgumentError
-            nil
-          end
-          @cache[key.map(&:freeze).freeze] = labels if @cache.size < CACHED
-          labels
-        end
+        CACHE.fetch([name, queue]) { { "job" => name, "queue" => queue } }
       end
     end
   end

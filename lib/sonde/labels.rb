@@ -44,6 +44,32 @@ module Sonde
     @hashes = [EMPTY]
     @overflow_warned = false
 
+    # Checked labels by a key (a route, a controller action, a job class),
+    # for the integrations that label every request or job: each key's
+    # labels are built and checked once, for up to +limit+ keys (past that,
+    # on every call), and found by identity in #with_checked afterwards.
+    # The block builds the labels for a key; nil, or labels that cannot be
+    # set (a name over 256 bytes), give nil: the caller runs unlabelled.
+    class CheckedCache
+      def initialize(limit)
+        @limit = limit
+        @cache = {}
+      end
+
+      def fetch(key)
+        @cache.fetch(key) do
+          labels = begin
+            built = yield
+            built && Labels.check(built)
+          rescue Sonde::ArgumentError
+            nil
+          end
+          @cache[key.frozen? ? key : key.dup.freeze] = labels if @cache.size < @limit
+          labels
+        end
+      end
+    end
+
     class << self
       # The table the encoder names label set ids from (Native.flush/stop).
       attr_reader :table

@@ -20,24 +20,14 @@ module Sonde
   # bytes) leaves the middleware's label; nothing is raised into the app.
   module Sinatra
     # Route patterns whose labels are kept checked.
-    CACHED = 10_000
-
-    @cache = {}
+    CACHE = Labels::CheckedCache.new(10_000)
 
     def self.registered(app)
       app.prepend(RouteLabels)
     end
 
     def self.labels_for(route)
-      @cache.fetch(route) do
-        labels = begin
-          Labels.check("endpoint" => route)
-        rescue Sonde::ArgumentError
-          nil
-        end
-        @cache[route.frozen? ? route : route.dup.freeze] = labels if @cache.size < CACHED
-        labels
-      end
+      CACHE.fetch(route) { { "endpoint" => route } }
     end
 
     # Sinatra sets env["sinatra.route"] just before it evaluates the

@@ -20,15 +20,8 @@ module ExporterTestHelpers
   # A real profile, made once by profiling a few milliseconds of work in a
   # child process (signals and sampling threads stay out of the test runner).
   def self.pprof_bytes
-    @pprof_bytes ||= begin
-      script = 'p = Sonde.profile { x = 0; t = Time.now; x += 1 while Time.now - t < 0.05 }; ' \
-               '$stdout.binmode; $stdout.write(p.pprof)'
-      out, err, status = Open3.capture3(RbConfig.ruby, "-I#{SondeTestHelper::LIB}", "-rsonde", "-e", script,
-                                        binmode: true)
-      raise "could not make a profile: #{err}" unless status.success?
-
-      out.b.freeze
-    end
+    @pprof_bytes ||= profile_from('p = Sonde.profile { x = 0; t = Time.now; x += 1 while Time.now - t < 0.05 }; ' \
+                                  '$stdout.binmode; $stdout.write(p.pprof)')
   end
 
   # "endpoint" is also a label value here: its string is shared with the key
@@ -49,13 +42,16 @@ module ExporterTestHelpers
 
   # A real profile with labels (two endpoints), made once the same way.
   def self.labelled_pprof_bytes
-    @labelled_pprof_bytes ||= begin
-      out, err, status = Open3.capture3(RbConfig.ruby, "-I#{SondeTestHelper::LIB}", "-rsonde", "-e", LABELLED_SCRIPT,
-                                        binmode: true)
-      raise "could not make a labelled profile: #{err}" unless status.success?
+    @labelled_pprof_bytes ||= profile_from(LABELLED_SCRIPT)
+  end
 
-      out.b.freeze
-    end
+  # The pprof bytes a child process running script writes to its stdout.
+  def self.profile_from(script)
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I#{SondeTestHelper::LIB}", "-rsonde", "-e", script,
+                                      binmode: true)
+    raise "could not make a profile: #{err}" unless status.success?
+
+    out.b.freeze
   end
 
   def setup

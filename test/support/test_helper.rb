@@ -48,6 +48,13 @@ module SondeTestHelper
     end
   end
 
+  # Skips unless this Ruby can require every feature (a framework an
+  # integration test boots), in a child process so nothing loads here.
+  def skip_unless_loadable(features, reason)
+    _out, _err, status = run_ruby("-e", features.map { |feature| "require #{feature.inspect}" }.join("; "))
+    skip reason unless status.success?
+  end
+
   def go_available?
     @go_available = system("go version > /dev/null 2>&1") if @go_available.nil?
     @go_available

@@ -8,9 +8,10 @@ module Sonde
     # A profile's samples folded by (thread, state, stack of functions), and
     # by labels when asked (labels: one name, or :all for every label but
     # the thread and state ones Sonde writes itself): the common input of
-    # every derived format (flame graph page, collapsed stacks, speedscope). Lines are dropped and functions are grouped by
-    # name and file, as the text report groups them, so a loop that shows at
-    # ten lines of one method is one frame, and the output stays small.
+    # every derived format (flame graph page, collapsed stacks, speedscope).
+    # Lines are dropped and functions are grouped by name and file, as the
+    # text report groups them, so a loop that shows at ten lines of one
+    # method is one frame, and the output stays small.
     #
     #   stacks = Sonde::Converters::Stacks.new(Sonde::Pprof.read("app.pprof"))
     #   stacks.rows.each { |row| row.frames.map { |i| stacks.functions[i].name } } # root first
@@ -106,9 +107,9 @@ module Sonde
       def folded_labels(labels)
         folded =
           case @folded_labels
-          when nil then return NO_LABELS
+          when nil then NO_LABELS
           when :all then labels.reject { |name, _value| @own_labels.include?(name) }
-          else labels.key?(@folded_labels) ? { @folded_labels => labels[@folded_labels] } : NO_LABELS
+          else labels.slice(@folded_labels)
           end
         return NO_LABELS if folded.empty?
 

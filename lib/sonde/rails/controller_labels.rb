@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "../labels"
+
 module Sonde
   module Rails
     # Prepended to ActionController::Base and ::API by Sonde's Railtie: the
@@ -10,22 +12,13 @@ module Sonde
     # the router picked the controller, which is why this is here and not
     # in Sonde::Middleware.
     module ControllerLabels
-      # Controller and action pairs whose labels are kept checked.
-      CACHED = 10_000
-
-      @cache = {}
+      # Controller and action pairs whose labels are kept checked. An
+      # anonymous controller, or a name over 256 bytes, keeps the
+      # middleware's label.
+      CACHE = Labels::CheckedCache.new(10_000)
 
       def self.labels_for(controller, action)
-        key = [controller, action]
-        @cache.fetch(key) do
-          labels = begin
-            controller.name && Labels.check("endpoint" => "#{controller.name}##{action}")
-          rescue Sonde::ArgumentError
-            nil # an anonymous controller, or a name over 256 bytes: the middleware's label stays
-          end
-          @cache[key.freeze] = labels if @cache.size < CACHED
-          labels
-        end
+        CACHE.fetch([controller, action]) { controller.name && { "endpoint" => "#{controller.name}##{action}" } }
       end
 
       def process_action(*)
