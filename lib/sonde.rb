@@ -10,6 +10,7 @@ require_relative "sonde/process_hooks"
 require_relative "sonde/continuous"
 require_relative "sonde/session"
 require_relative "sonde/labels"
+require_relative "sonde/trace_context"
 require_relative "sonde/trap_guard"
 
 # Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
@@ -146,6 +147,26 @@ module Sonde
     # The current fiber's labels (a frozen Hash of String => String).
     def labels
       Labels.current
+    end
+
+    # Runs the block in a tracing span: every sample taken meanwhile carries
+    # its ids as the labels trace_id, span_id and local_root_span_id (hex),
+    # which the Datadog exporter gives Datadog as "span id" and "local root
+    # span id". Ids: Integers or hex Strings; span ids of 64 bits, non-zero;
+    # trace_id of up to 128 bits, optional; local_root_span_id defaults to
+    # span_id. Sonde's Rack, Rails, ActiveJob and Sidekiq integrations do
+    # this by themselves when OpenTelemetry or Datadog tracing is loaded.
+    #   Sonde.with_trace_context(trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "00f067aa0ba902b7") { work }
+    def with_trace_context(span_id:, trace_id: nil, local_root_span_id: nil, &block)
+      raise Sonde::ArgumentError, "Sonde.with_trace_context needs a block" unless block
+
+      TraceContext.with(span_id: span_id, trace_id: trace_id, local_root_span_id: local_root_span_id, &block)
+    end
+
+    # The current fiber's trace context ({trace_id:, span_id:,
+    # local_root_span_id:}, hex Strings), or nil.
+    def trace_context
+      TraceContext.current
     end
 
     # Calls the block with the Sonde::Profile recorded so far just before this

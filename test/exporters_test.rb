@@ -227,6 +227,43 @@ class ExportersTest < Minitest::Test
     end
   end
 
+  # Datadog links profiles to traces by "span id" and "local root span id",
+  # numbers (all 64 bits, as its own profiler writes them): the profile it
+  # gets has them so, on the samples that ran in the span; Sonde's hex
+  # span_id is gone from them, the rest is as it was.
+  def test_datadog_gets_span_ids_as_the_numbers_its_backend_reads
+    traced = ExporterTestHelpers.profile_from(<<~RUBY)
+      def burn(seconds)
+        t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+        x = 0
+        x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < seconds
+      end
+      Sonde.start(rate: 250)
+      Sonde.with_labels(endpoint: "UsersController#show") do
+        Sonde.with_trace_context(trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "fedcba9876543210",
+                                 local_root_span_id: 42) { burn(0.15) }
+      end
+      burn(0.05)
+      $stdout.binmode
+      $stdout.write(Sonde.stop.pprof)
+    RUBY
+    target = server(status: 202)
+    datadog = exporter("datadog:#{target.url}")
+    datadog.export(Sonde::ExportedProfile.new(pprof: traced, start_time: START, end_time: START + PERIOD, tags: TAGS))
+    assert datadog.shutdown(timeout: 5)
+    sent = Sonde::Pprof.decode(target.requests.fetch(0).parts.fetch("rubyprofile.pprof").body)
+    in_span = sent.samples.select { |sample| sample.labels.key?("span id") }
+    refute_empty in_span
+    in_span.each do |sample|
+      assert_equal [0xfedcba9876543210 - (1 << 64), 42], sample.labels.values_at("span id", "local root span id")
+      assert_equal ["UsersController#show", "4bf92f3577b34da6a3ce929d0e0e4736"],
+                   sample.labels.values_at("trace endpoint", "trace_id")
+      refute sample.labels.key?("span_id")
+      refute sample.labels.key?("local_root_span_id")
+    end
+    assert(sent.samples.any? { |sample| !sample.labels.key?("span id") }, "samples outside the span keep none")
+  end
+
   # Datadog's endpoint profiling reads the endpoint as "trace endpoint":
   # the profile it gets names the label so, on the same samples.
   def test_datadog_gets_the_endpoint_under_its_own_label_name

@@ -49,6 +49,15 @@ class RailsTest < Minitest::Test
       assert_equal [%w[ImportJob bulk], %w[MailJob default]], queues
       endpoints = profile.samples.filter_map { |s| s.labels["endpoint"] }.uniq
       assert_empty endpoints.grep(%r{/users/\d}), "no raw path becomes a label: #{endpoints}"
+      # The tracer's middleware ran after Sonde's: the controllers' samples
+      # carry its request spans all the same (80 requests, ids 0x5001..).
+      in_actions = profile.samples.select { |s| s.labels["endpoint"]&.include?("#") && in_function?(profile, s, "Object#burn") }
+      spans = in_actions.map { |s| s.labels.values_at("span_id", "local_root_span_id", "trace_id") }
+      assert_empty spans.reject { |span, root, trace| span && span == root && trace == format("%032x", 0xabc) },
+                   "every sample in an action carries its request's span"
+      ids = spans.map { |span, _, _| span.to_i(16) }.uniq
+      assert_empty ids.reject { |id| (0x5001..0x5050).cover?(id) }
+      assert_operator ids.size, :>=, 20, "each request its own span"
       assert_go_pprof_tagfocus(out)
     end
   end

@@ -18,8 +18,9 @@ module SondeBench
 
         `labels` workload, one process per Ruby: a tiny Rack app (#{details.dig("rows", "tiny")} rows per response,
         about 10 µs a request) and a page (#{details.dig("rows", "page")} rows, about 0.3 ms), each called directly
-        without Sonde::Middleware, with it (every request labelled with its endpoint) and with it and three
-        more fixed labels, while Sonde samples at #{details["rate_hz"]} Hz, in #{details["rounds"]} shuffled rounds; the
+        without Sonde::Middleware, with it (every request labelled with its endpoint), with it and three
+        more fixed labels, and with it inside a trace context of the request's own (a span per request, as
+        under a tracer: Sonde's part, not the tracer's lookup), while Sonde samples at #{details["rate_hz"]} Hz, in #{details["rounds"]} shuffled rounds; the
         calling thread's CPU per request, fastest round (and median). The bare app runs twice: the
         second, "#{details["control"]}", is the noise between two identical variants, to hold the
         labelled ones against.

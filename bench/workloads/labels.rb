@@ -3,8 +3,8 @@
 # labels: what labels cost a Rack request. Two Rack apps, a tiny one (about
 # 10 µs a request: twenty list items) and a page (about 0.5 ms: a 400-row
 # table), each called directly with and without Sonde::Middleware in front
-# (which labels every request with its endpoint) and with three more fixed
-# labels, while Sonde samples at 100 Hz; plus the bare app a second time, the
+# (which labels every request with its endpoint), with three more fixed
+# labels, and with a trace context of its own per request, while Sonde samples at 100 Hz; plus the bare app a second time, the
 # A/A control that says how far two identical variants drift apart here. In
 # shuffled rounds within one process, on the calling thread's CPU clock, so
 # other processes on the machine hardly reach it; the fastest round and the
@@ -28,12 +28,20 @@ def rack_app(rows)
   end
 end
 
+# The last variant runs each request in a span of its own, as under a
+# tracer: what Sonde adds per request (packing the ids, two switches of the
+# thread's context), not what the tracer's own lookup costs.
 def variants(app)
+  middleware = Sonde::Middleware.new(app)
+  span = 0
   {
     "no middleware" => app,
     CONTROL => app,
-    "Sonde::Middleware" => Sonde::Middleware.new(app),
-    "Sonde::Middleware + 3 labels" => Sonde::Middleware.new(app, labels: { tier: "web", region: "eu", shard: "7" })
+    "Sonde::Middleware" => middleware,
+    "Sonde::Middleware + 3 labels" => Sonde::Middleware.new(app, labels: { tier: "web", region: "eu", shard: "7" }),
+    "Sonde::Middleware + a span" => lambda do |env|
+      Sonde.with_trace_context(trace_id: span += 1, span_id: span) { middleware.call(env) }
+    end
   }
 end
 

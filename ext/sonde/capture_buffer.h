@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "trace_context.h"
+
 // What made the capture.
 typedef enum {
   CAPTURE_CPU = 1,  // the thread's CPU timer fired: a CPU sample
@@ -34,6 +36,7 @@ typedef struct {
   int64_t cpu_ns; // CPU time the thread used since its previous CPU sample (CAPTURE_CPU)
   uint64_t sequence; // order of capture, from capture_buffer_next_sequence
   uint32_t label_set; // the thread's label set then (labels.h), 0 for none
+  trace_context trace; // the thread's trace context then (labels.h), all zero for none
   uint32_t depth;       // frames kept, leaf first
   uint32_t total_depth; // the whole stack's depth (>= depth), or 0 when it could not be counted
   uint64_t *frame_ids;  // capture_buffer_frame_capacity entries, opaque to this module

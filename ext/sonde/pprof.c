@@ -769,11 +769,18 @@ static enum pprof_rename_result inflate_bounded(const uint8_t *data, size_t len,
 }
 
 // The string-table entries that match an old name: index -> which rename.
+// With a numeric rename, every entry's bytes too (values are looked up by
+// index).
 typedef struct {
   uint64_t *indexes;
   size_t *renames;
   size_t count;
   size_t capacity;
+  const pprof_rename *table; // the caller's renames
+  bool any_numeric;
+  const uint8_t **strings; // string index -> its bytes, when any_numeric
+  size_t *string_lengths;
+  size_t strings_capacity;
 } rename_matches;
 
 static int add_match(rename_matches *matches, uint64_t index, size_t rename) {
@@ -793,12 +800,29 @@ static int add_match(rename_matches *matches, uint64_t index, size_t rename) {
   return 0;
 }
 
-// The new string index for old key index, or 0 when it is not renamed. The
-// new strings follow the string_count existing ones, one per match.
-static uint64_t renamed_key(const rename_matches *matches, uint64_t key, uint64_t string_count) {
-  for (size_t i = 0; i < matches->count; i++)
-    if (matches->indexes[i] == key) return string_count + i;
+static int add_string(rename_matches *matches, uint64_t index, const uint8_t *data, size_t len) {
+  if (index >= matches->strings_capacity) {
+    size_t capacity = matches->strings_capacity ? matches->strings_capacity * 2 : 256;
+    const uint8_t **strings = realloc(matches->strings, capacity * sizeof(*strings));
+    if (strings == NULL) return -1;
+    matches->strings = strings;
+    size_t *lengths = realloc(matches->string_lengths, capacity * sizeof(*lengths));
+    if (lengths == NULL) return -1;
+    matches->string_lengths = lengths;
+    matches->strings_capacity = capacity;
+  }
+  matches->strings[index] = data;
+  matches->string_lengths[index] = len;
   return 0;
+}
+
+// Which match old key index is, or -1 when it is not renamed. The new
+// strings follow the string_count existing ones, one per match, so match
+// i's new key is string_count + i.
+static long match_of_key(const rename_matches *matches, uint64_t key) {
+  for (size_t i = 0; i < matches->count; i++)
+    if (matches->indexes[i] == key) return (long)i;
+  return -1;
 }
 
 static enum pprof_rename_result find_matches(const byte_buffer *raw, const pprof_rename *renames, size_t count,
@@ -806,10 +830,14 @@ static enum pprof_rename_result find_matches(const byte_buffer *raw, const pprof
   const uint8_t *p = raw->data, *end = raw->data + raw->len;
   uint64_t index = 0;
   wire_field field;
+  matches->table = renames;
+  for (size_t r = 0; r < count; r++) matches->any_numeric |= renames[r].hex_to_number;
   while (p < end) {
     if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
     if (field.number != PROFILE_STRING_TABLE) continue;
     if (field.type != WIRE_LEN) return PPROF_RENAME_MALFORMED;
+    if (matches->any_numeric && add_string(matches, index, field.payload, field.payload_len) != 0)
+      return PPROF_RENAME_NO_MEMORY;
     for (size_t r = 0; r < count; r++) {
       if (strlen(renames[r].old_name) == field.payload_len &&
           memcmp(renames[r].old_name, field.payload, field.payload_len) == 0) {
@@ -823,28 +851,63 @@ static enum pprof_rename_result find_matches(const byte_buffer *raw, const pprof
   return matches->count ? PPROF_RENAMED : PPROF_NOTHING_TO_RENAME;
 }
 
-// Appends label (its payload) to out with its key renamed; *changed says
-// whether it was.
+// The number a string of 1 to 16 hex digits spells, as the label's int64
+// (bit for bit: span ids use all 64 bits); false for anything else.
+static bool hex_value(const uint8_t *text, size_t len, int64_t *value) {
+  if (len == 0 || len > 16) return false;
+  uint64_t result = 0;
+  for (size_t i = 0; i < len; i++) {
+    uint8_t c = text[i];
+    uint64_t digit = c >= '0' && c <= '9' ? (uint64_t)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (uint64_t)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (uint64_t)(c - 'A' + 10)
+                                            : 16;
+    if (digit == 16) return false;
+    result = (result << 4) | digit;
+  }
+  memcpy(value, &result, sizeof(*value));
+  return true;
+}
+
+// Appends label (its payload) to out with its key renamed (and, for a
+// numeric rename, its value made a number); *changed says whether it was.
 static enum pprof_rename_result rewrite_label(const wire_field *label, const rename_matches *matches,
                                               uint64_t string_count, byte_buffer *out, bool *changed) {
-  const uint8_t *p = label->payload, *end = label->payload + label->payload_len;
-  size_t start = out->len;
+  const uint8_t *end = label->payload + label->payload_len;
   *changed = false;
+  // First the key and the value, wherever they are in the label.
+  uint64_t key = 0, str = 0;
   wire_field field;
-  while (p < end) {
+  for (const uint8_t *p = label->payload; p < end;) {
     if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
-    uint64_t new_key = field.number == LABEL_KEY && field.type == WIRE_VARINT
-                           ? renamed_key(matches, field.value, string_count)
-                           : 0;
-    if (new_key) {
+    if (field.type != WIRE_VARINT) continue;
+    if (field.number == LABEL_KEY) key = field.value;
+    if (field.number == LABEL_STR) str = field.value;
+  }
+  long match = match_of_key(matches, key);
+  if (match < 0) return PPROF_RENAMED;
+  int64_t number = 0;
+  bool to_number = matches->table[matches->renames[match]].hex_to_number && str != 0 && str < string_count &&
+                   str < matches->strings_capacity &&
+                   hex_value(matches->strings[str], matches->string_lengths[str], &number);
+  uint64_t new_key = string_count + (uint64_t)match;
+  for (const uint8_t *p = label->payload; p < end;) {
+    if (!read_field(&p, end, &field)) return PPROF_RENAME_MALFORMED;
+    bool varint = field.type == WIRE_VARINT;
+    if (varint && field.number == LABEL_KEY) {
       if (buffer_reserve(out, varint_field_size(LABEL_KEY, new_key)) != 0) return PPROF_RENAME_NO_MEMORY;
       put_varint_field(out, LABEL_KEY, new_key);
-      *changed = true;
+    } else if (to_number && varint && (field.number == LABEL_STR || field.number == LABEL_NUM)) {
+      continue; // replaced by the number, below
     } else if (put_raw(out, field.start, (size_t)(field.end - field.start)) != 0) {
       return PPROF_RENAME_NO_MEMORY;
     }
   }
-  if (!*changed) out->len = start;
+  if (to_number) {
+    if (buffer_reserve(out, varint_field_size(LABEL_NUM, (uint64_t)number)) != 0) return PPROF_RENAME_NO_MEMORY;
+    put_varint_field(out, LABEL_NUM, (uint64_t)number);
+  }
+  *changed = true;
   return PPROF_RENAMED;
 }
 
@@ -893,7 +956,7 @@ static enum pprof_rename_result rewrite_profile(const byte_buffer *raw, const pp
       rc = PPROF_RENAME_NO_MEMORY;
     }
   }
-  // The new names, in the order of their matches (renamed_key's indexes).
+  // The new names, in the order of their matches (match_of_key's order).
   for (size_t i = 0; rc == PPROF_RENAMED && i < matches->count; i++) {
     const char *name = renames[matches->renames[i]].new_name;
     if (put_len_field(out, PROFILE_STRING_TABLE, (const uint8_t *)name, strlen(name)) != 0)
@@ -933,5 +996,7 @@ enum pprof_rename_result pprof_rename_label_keys_gzip(const uint8_t *gzipped, si
   buffer_release(&rewritten);
   free(matches.indexes);
   free(matches.renames);
+  free(matches.strings);
+  free(matches.string_lengths);
   return rc;
 }

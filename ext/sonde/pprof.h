@@ -8,6 +8,7 @@
 #ifndef SONDE_PPROF_H
 #define SONDE_PPROF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,10 +64,15 @@ int pprof_encode_gzip(pprof_builder *builder, uint8_t **out, size_t *out_len);
 // sample uses as a label key is given, in that use only, a new entry with the
 // new name appended after the last string, so no existing index moves and a
 // string also used elsewhere (a label value, a function name) keeps its
-// meaning there. Everything but the rewritten labels is copied as it was.
+// meaning there. A rename marked hex_to_number also turns the label's
+// value, a string of 1 to 16 hex digits, into the label's number (a
+// backend that reads span ids as numbers); a value that is not such a
+// string stays a string. Everything but the rewritten labels is copied as
+// it was.
 typedef struct {
   const char *old_name;
   const char *new_name;
+  bool hex_to_number;
 } pprof_rename;
 
 enum pprof_rename_result {

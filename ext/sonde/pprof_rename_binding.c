@@ -48,13 +48,19 @@ static void free_names(rename_call *call) {
   }
 }
 
-// Native.rename_label_keys(gzipped_pprof, {"old" => "new", ...}): the
-// profile with those label keys renamed, or the same String when it has
-// none of them. Raises ArgumentError for bytes that are not a gzip'd
-// profile, NoMemoryError when memory runs out.
-static VALUE native_rename_label_keys(VALUE self, VALUE pprof, VALUE renames) {
+// Native.rename_label_keys(gzipped_pprof, {"old" => "new", ...}, numeric = []):
+// the profile with those label keys renamed, or the same String when it
+// has none of them; the labels of the old names in numeric (an Array of
+// Strings) also get their hex string values as numbers. Raises
+// ArgumentError for bytes that are not a gzip'd profile, NoMemoryError
+// when memory runs out.
+static VALUE native_rename_label_keys(int argc, VALUE *argv, VALUE self) {
+  VALUE pprof, renames, numeric;
+  rb_scan_args(argc, argv, "21", &pprof, &renames, &numeric);
   Check_Type(pprof, T_STRING);
   Check_Type(renames, T_HASH);
+  if (NIL_P(numeric)) numeric = rb_ary_new();
+  Check_Type(numeric, T_ARRAY);
   VALUE pairs = rb_funcall(renames, rb_intern("to_a"), 0);
   if (RARRAY_LEN(pairs) > MAX_RENAMES) rb_raise(rb_eArgError, "at most %d renames", MAX_RENAMES);
   for (long i = 0; i < RARRAY_LEN(pairs); i++) {
@@ -71,6 +77,7 @@ static VALUE native_rename_label_keys(VALUE self, VALUE pprof, VALUE renames) {
     VALUE pair = RARRAY_AREF(pairs, i);
     call.renames[i].old_name = copied_name(RARRAY_AREF(pair, 0));
     call.renames[i].new_name = copied_name(RARRAY_AREF(pair, 1));
+    call.renames[i].hex_to_number = RTEST(rb_ary_includes(numeric, RARRAY_AREF(pair, 0)));
     call.count = (size_t)i + 1;
     if (call.renames[i].old_name == NULL || call.renames[i].new_name == NULL) {
       free_names(&call);
@@ -99,5 +106,5 @@ static VALUE native_rename_label_keys(VALUE self, VALUE pprof, VALUE renames) {
 }
 
 void pprof_rename_binding_define_methods(VALUE native) {
-  rb_define_module_function(native, "rename_label_keys", native_rename_label_keys, 2);
+  rb_define_module_function(native, "rename_label_keys", native_rename_label_keys, -1);
 }

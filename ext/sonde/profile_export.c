@@ -13,6 +13,8 @@
 // the profile's comment field.
 #include "profile_export.h"
 
+#include <stdio.h>
+
 #include <ruby/encoding.h>
 #include <ruby/st.h>
 #include <ruby/thread.h>
@@ -33,6 +35,7 @@ typedef struct {
   uint64_t *location_ids;  // recorder location index -> pprof location id
   uint64_t *stack;         // one sample's pprof location ids
   int64_t label_thread_id, label_thread_name, label_state, label_gc_type, label_gc_reason;
+  int64_t label_trace_id, label_span_id, label_local_root_span_id;
   int64_t *thread_names;   // recorder thread index -> string index
   uint8_t *gzip;
   size_t gzip_length;
@@ -98,8 +101,12 @@ static void add_header(export_run *run) {
   run->label_state = pprof_cstring(builder, PROFILE_LABEL_STATE);
   run->label_gc_type = pprof_cstring(builder, PROFILE_LABEL_GC_TYPE);
   run->label_gc_reason = pprof_cstring(builder, PROFILE_LABEL_GC_REASON);
+  run->label_trace_id = pprof_cstring(builder, PROFILE_LABEL_TRACE_ID);
+  run->label_span_id = pprof_cstring(builder, PROFILE_LABEL_SPAN_ID);
+  run->label_local_root_span_id = pprof_cstring(builder, PROFILE_LABEL_LOCAL_ROOT_SPAN_ID);
   check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0 && run->label_gc_type > 0 &&
-        run->label_gc_reason > 0);
+        run->label_gc_reason > 0 && run->label_trace_id > 0 && run->label_span_id > 0 &&
+        run->label_local_root_span_id > 0);
 }
 
 static void add_locations(export_run *run) {
@@ -137,6 +144,32 @@ static size_t add_label_set(export_run *run, uint32_t id, pprof_label *out) {
   return count;
 }
 
+// 16 lower-case hex digits per 64-bit half, as tracers print ids.
+static int64_t hex_string(export_run *run, const uint64_t *halves, size_t count) {
+  char text[2 * 16 + 1];
+  size_t used = 0;
+  for (size_t i = 0; i < count; i++) used += (size_t)snprintf(text + used, sizeof(text) - used, "%016llx", (unsigned long long)halves[i]);
+  int64_t index = pprof_cstring(run->builder, text);
+  check(index > 0);
+  return index;
+}
+
+// The trace context's labels into out; returns how many (0 without a span).
+static size_t add_trace_labels(export_run *run, const trace_context *trace, pprof_label *out) {
+  if (!trace_context_is_set(trace)) return 0;
+  size_t count = 0;
+  if (trace->trace_id_high != 0 || trace->trace_id_low != 0) {
+    const uint64_t trace_id[2] = {trace->trace_id_high, trace->trace_id_low};
+    out[count++] = (pprof_label){.key = run->label_trace_id, .str = hex_string(run, trace_id, 2)};
+  }
+  out[count++] = (pprof_label){.key = run->label_span_id, .str = hex_string(run, &trace->span_id, 1)};
+  if (trace->local_root_span_id != 0) {
+    out[count++] = (pprof_label){.key = run->label_local_root_span_id,
+                                 .str = hex_string(run, &trace->local_root_span_id, 1)};
+  }
+  return count;
+}
+
 static void add_samples(export_run *run) {
   size_t count = recorder_sample_count(run->rec);
   size_t stack_capacity = 0;
@@ -154,7 +187,7 @@ static void add_samples(export_run *run) {
     recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
     int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
     check(state > 0);
-    pprof_label labels[5 + PROFILE_EXPORT_MAX_LABELS] = {
+    pprof_label labels[5 + 3 + PROFILE_EXPORT_MAX_LABELS] = {
         {.key = run->label_thread_id, .num = thread.thread_id},
         {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
         {.key = run->label_state, .str = state},
@@ -166,6 +199,7 @@ static void add_samples(export_run *run) {
       labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
       check(labels[3].str > 0 && labels[4].str > 0);
     }
+    label_count += add_trace_labels(run, &sample.trace, labels + label_count);
     label_count += add_label_set(run, sample.label_set, labels + label_count);
     check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, run->value_count, labels,
                            label_count) == 0);
@@ -243,7 +277,8 @@ VALUE profile_export_names(void) {
   static const char *const labels[][2] = {
       {"thread_id", PROFILE_LABEL_THREAD_ID}, {"thread_name", PROFILE_LABEL_THREAD_NAME},
       {"state", PROFILE_LABEL_STATE},         {"gc_type", PROFILE_LABEL_GC_TYPE},
-      {"gc_reason", PROFILE_LABEL_GC_REASON},
+      {"gc_reason", PROFILE_LABEL_GC_REASON}, {"trace_id", PROFILE_LABEL_TRACE_ID},
+      {"span_id", PROFILE_LABEL_SPAN_ID},     {"local_root_span_id", PROFILE_LABEL_LOCAL_ROOT_SPAN_ID},
   };
   VALUE names = rb_hash_new();
   rb_hash_aset(names, ID2SYM(rb_intern("sample_types")), frozen_pair_hash(types, sizeof(types) / sizeof(types[0])));

@@ -20,5 +20,12 @@
 #define PROFILE_LABEL_STATE "state"
 #define PROFILE_LABEL_GC_TYPE "gc type"
 #define PROFILE_LABEL_GC_REASON "gc reason"
+// The trace context's (trace_context.h), in lower-case hex: 32 digits for
+// the trace id (W3C's form), 16 for span ids. Pyroscope links spans to
+// profiles by span_id in this form; the Datadog exporter turns the span
+// ids into the numeric labels its backend reads.
+#define PROFILE_LABEL_TRACE_ID "trace_id"
+#define PROFILE_LABEL_SPAN_ID "span_id"
+#define PROFILE_LABEL_LOCAL_ROOT_SPAN_ID "local_root_span_id"
 
 #endif

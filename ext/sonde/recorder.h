@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trace_context.h"
+
 // Values kept per sample, in this order (the pprof sample types).
 enum {
   RECORDER_CPU_TIME_NS,
@@ -36,12 +38,14 @@ typedef struct {
 } recorder_thread;
 
 // What a sample is recorded under besides its stack: its thread, its state
-// byte and its label set. The recorder keys samples on (stack, context);
-// state and label_set are opaque numbers to it (0: no labels).
+// byte, its label set and its trace context. The recorder keys samples on
+// (stack, context); state, label_set and trace are opaque numbers to it
+// (0 and all-zero: none).
 typedef struct {
   uint32_t thread_index; // from recorder_intern_thread
   uint8_t state;
   uint32_t label_set;
+  trace_context trace;
 } recorder_context;
 
 // One aggregated sample, as read back for export.
@@ -51,6 +55,7 @@ typedef struct {
   uint32_t thread_index; // index into the thread table
   uint8_t state;         // opaque to the recorder
   uint32_t label_set;    // opaque to the recorder; 0 when the sample had none
+  trace_context trace;   // opaque to the recorder; all zero when the sample had none
   int64_t values[RECORDER_VALUE_COUNT];
 } recorder_sample;
 

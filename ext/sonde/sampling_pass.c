@@ -48,6 +48,7 @@ struct sampling_pass {
   uint32_t holder_depth;
   bool holder_read_later; // its handler could not read it (a GC ran): read it now
   uint32_t holder_label_set; // its label set at the tick
+  trace_context holder_trace; // and its trace context
   recorder_frame *holder_frames; // max_frames + 1
   VALUE failure;
   bool fail_next;
@@ -268,7 +269,7 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
     pass->unattributed++;
   } else {
     uint32_t stack_id;
-    recorder_context sample_context = {.state = state, .label_set = captured->label_set};
+    recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace};
     recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 &&
                thread_index_for(rec, context, &sample_context.thread_index) &&
                recorder_add(rec, stack_id, &sample_context, values) == 0;
@@ -290,6 +291,7 @@ static capture_verdict take_wall_capture(drain_run *drain, const capture *captur
   if (drain->mode == DRAIN_FINAL) return CAPTURE_TAKEN;
   pass->holder_tid = captured->tid;
   pass->holder_label_set = captured->label_set;
+  pass->holder_trace = captured->trace;
   // A tick that landed in a GC has no stack: the holder's is read now, after it.
   pass->holder_read_later = (captured->flags & (CAPTURE_STACK_LATER | CAPTURE_IN_GC)) != 0;
   pass->holder_depth = pass->holder_read_later ? 0 : stacks_from_capture(captured, pass->holder_frames, pass->max_frames);
@@ -453,7 +455,14 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   context->wall_ns_at_previous_sample = now;
   context->sampled = true;
 
-  uint32_t label_set = uses_holder_capture(pass, info) ? pass->holder_label_set : labels_of_thread(info->thread);
+  bool from_holder = uses_holder_capture(pass, info);
+  uint32_t label_set = from_holder ? pass->holder_label_set : labels_of_thread(info->thread);
+  trace_context trace;
+  if (from_holder) {
+    trace = pass->holder_trace;
+  } else {
+    labels_trace_of_thread(info->thread, &trace);
+  }
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
     *someone_on_cpu = true;
@@ -485,7 +494,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
         [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = (uint8_t)parts[i].state,
-                                       .label_set = label_set};
+                                       .label_set = label_set, .trace = trace};
     if (recorder_add(rec, stack_id, &sample_context, values) != 0) {
       pass->dropped_samples++;
       return;

@@ -69,6 +69,7 @@ static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
     slot->flags = cpu_slot->flags;
     slot->tid = cpu_slot->tid;
     slot->label_set = cpu_slot->label_set;
+    slot->trace = cpu_slot->trace;
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     slot->depth = cpu_slot->depth;
     slot->total_depth = cpu_slot->total_depth;
@@ -91,6 +92,7 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   slot->kind = CAPTURE_CPU;
   slot->tid = hit->tid;
   slot->label_set = labels_current_signal_safe();
+  labels_current_trace_signal_safe(&slot->trace);
   slot->cpu_ns = hit->cpu_ns;
   slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
   if (holder != NULL) slot->flags |= CAPTURE_HELD_GVL;
@@ -118,6 +120,7 @@ static void capture_tick(sonde_run *run) {
     slot->kind = CAPTURE_WALL;
     slot->flags = CAPTURE_HELD_GVL;
     slot->label_set = labels_current_signal_safe();
+    labels_current_trace_signal_safe(&slot->trace);
     slot->tid = (int32_t)syscall(SYS_gettid);
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     // A stack that cannot be read here is read by the pass: worse, not lost.

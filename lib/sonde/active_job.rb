@@ -36,11 +36,14 @@ module Sonde
       end
 
       # Runs the job's block under its labels.
+      # And in the trace context of the span a tracer has active (its job span).
       def around(job)
-        labels = labels_for(job.class.name.to_s, job.queue_name.to_s)
-        return yield unless labels
+        TraceContext.with_current_span do
+          labels = labels_for(job.class.name.to_s, job.queue_name.to_s)
+          next yield unless labels
 
-        Labels.with_checked(labels) { yield }
+          Labels.with_checked(labels) { yield }
+        end
       end
 
       private

@@ -19,6 +19,12 @@ module Sonde
   # controller's around_action can set a finer endpoint). Costs a label
   # switch per request whether or not Sonde runs, and raises nothing of its
   # own into the request: a bad endpoint (not a String) is left unlabelled.
+  #
+  # With OpenTelemetry or Datadog tracing loaded, the request also runs in
+  # the trace context of the span active when it reaches this middleware
+  # (Sonde::TraceContext): put it after the tracer's middleware (in Rails
+  # the controller labels read the span again inside every middleware).
+  # trace_context: false turns that off.
   class Middleware
     # Characters kept from the first segment; longer ones are cut.
     MAX_SEGMENT = 64
@@ -26,12 +32,16 @@ module Sonde
     # are checked again (an app with that many first segments is unusual).
     CACHED_ENDPOINTS = 1000
 
-    def initialize(app, endpoint: nil, labels: {})
+    def initialize(app, endpoint: nil, labels: {}, trace_context: true)
       unless endpoint.nil? || endpoint.respond_to?(:call)
         raise Sonde::ArgumentError, "endpoint: must respond to call(env), got #{Setting.shown(endpoint)}"
       end
+      unless [true, false].include?(trace_context)
+        raise Sonde::ArgumentError, "trace_context: must be true or false, got #{Setting.shown(trace_context)}"
+      end
 
       @app = app
+      @trace_context = trace_context
       @endpoint = endpoint
       @labels = Labels.check(labels) # refused now, with the usual message
       @cache = {}
@@ -39,10 +49,9 @@ module Sonde
     end
 
     def call(env)
-      labels = request_labels(env)
-      return @app.call(env) unless labels # a label we could not set: the request runs unlabelled
+      return labelled_call(env) unless @trace_context
 
-      Labels.with_checked(labels) { @app.call(env) }
+      TraceContext.with_current_span { labelled_call(env) }
     end
 
     # "GET /users", or the endpoint: callable's answer.
@@ -54,6 +63,13 @@ module Sonde
     end
 
     private
+
+    def labelled_call(env)
+      labels = request_labels(env)
+      return @app.call(env) unless labels # a label we could not set: the request runs unlabelled
+
+      Labels.with_checked(labels) { @app.call(env) }
+    end
 
     # The path's first segment; anything but printable ASCII becomes "?".
     FIRST_SEGMENT = %r{\A/*([^/]+)}.freeze

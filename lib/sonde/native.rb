@@ -91,7 +91,9 @@ module Sonde
       # like any other, so init never runs a second time on a half-set-up
       # module.
       def load_core(core)
-        require_relative "labels" # the core's init reads Sonde::Labels' constants
+        # The core's init reads Sonde::Labels' and Sonde::TraceContext's constants.
+        require_relative "labels"
+        require_relative "trace_context"
         load_library(core)
       rescue Sonde::Error
         raise

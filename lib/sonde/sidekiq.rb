@@ -18,11 +18,15 @@ module Sonde
   # a label (empty, over 256 bytes) runs unlabelled; nothing of Sonde's is
   # raised into the job.
   class SidekiqMiddleware
+    # And in the trace context of the span a tracer has active (its job
+    # span, when the tracer's Sidekiq middleware comes first in the chain).
     def call(_job_instance, job, queue)
-      labels = job_labels(job, queue)
-      return yield unless labels
+      TraceContext.with_current_span do
+        labels = job_labels(job, queue)
+        next yield unless labels
 
-      Labels.with(labels) { yield }
+        Labels.with(labels) { yield }
+      end
     end
 
     private

@@ -561,7 +561,7 @@ static void test_rename_label_keys(void) {
   uint8_t *gz = NULL, *renamed = NULL;
   size_t gz_len = 0, renamed_len = 0;
   CHECK_EQ_INT(pprof_encode_gzip(builder, &gz, &gz_len), 0);
-  pprof_rename renames[] = {{"endpoint", "trace endpoint"}, {"absent", "never"}};
+  pprof_rename renames[] = {{"endpoint", "trace endpoint", false}, {"absent", "never", false}};
   CHECK_EQ_INT(pprof_rename_label_keys_gzip(gz, gz_len, renames, 2, 1 << 20, &renamed, &renamed_len), PPROF_RENAMED);
   decoded_profile d;
   memset(&d, 0, sizeof(d));
@@ -590,7 +590,7 @@ static void test_rename_label_keys(void) {
   free(renamed);
 
   // No old name in the profile: nothing is written.
-  pprof_rename absent[] = {{"absent", "never"}};
+  pprof_rename absent[] = {{"absent", "never", false}};
   renamed = (uint8_t *)1;
   CHECK_EQ_INT(pprof_rename_label_keys_gzip(gz, gz_len, absent, 1, 1 << 20, &renamed, &renamed_len),
                PPROF_NOTHING_TO_RENAME);
@@ -604,6 +604,60 @@ static void test_rename_label_keys(void) {
   CHECK_EQ_INT(pprof_rename_label_keys_gzip(junk, sizeof(junk), renames, 1, 1 << 20, &renamed, &renamed_len),
                PPROF_RENAME_MALFORMED);
   CHECK(renamed == NULL);
+  free(gz);
+  pprof_builder_free(builder);
+}
+
+// A numeric rename: hex string values of 1 to 16 digits become the label's
+// number, bit for bit (a span id above 2^63 reads back negative, as in
+// Datadog's profiler); a value that is not such a string stays a string
+// under the new key; a string also used elsewhere keeps its meaning there.
+static void test_rename_hex_values_to_numbers(void) {
+  pprof_builder *builder = pprof_builder_new();
+  if (!CHECK(builder != NULL)) return;
+  pprof_add_sample_type(builder, "cpu-time", "nanoseconds");
+  uint64_t fn = pprof_add_function(builder, pprof_cstring(builder, "00000000000000ff"), 0, 0);
+  uint64_t location = pprof_add_location(builder, fn, 3);
+  int64_t values[] = {250};
+  int64_t span = pprof_cstring(builder, "span_id"), root = pprof_cstring(builder, "local_root_span_id");
+  pprof_label big[] = {{span, pprof_cstring(builder, "fedcba9876543210"), 0, 0},
+                       {root, pprof_cstring(builder, "00000000000000ff"), 0, 0},
+                       {pprof_cstring(builder, "trace_id"), pprof_cstring(builder, "4bf92f3577b34da6a3ce929d0e0e4736"), 0, 0}};
+  pprof_label odd[] = {{span, pprof_cstring(builder, "not hex"), 0, 0},
+                       {root, pprof_cstring(builder, "11112222333344445"), 0, 0}}; // 17 digits
+  pprof_add_sample(builder, &location, 1, values, 1, big, 3);
+  pprof_add_sample(builder, &location, 1, values, 1, odd, 2);
+  uint8_t *gz = NULL, *renamed = NULL;
+  size_t gz_len = 0, renamed_len = 0;
+  CHECK_EQ_INT(pprof_encode_gzip(builder, &gz, &gz_len), 0);
+  pprof_rename renames[] = {{"span_id", "span id", true}, {"local_root_span_id", "local root span id", true}};
+  CHECK_EQ_INT(pprof_rename_label_keys_gzip(gz, gz_len, renames, 2, 1 << 20, &renamed, &renamed_len), PPROF_RENAMED);
+  decoded_profile d;
+  memset(&d, 0, sizeof(d));
+  if (CHECK(renamed != NULL)) decode_profile(renamed, renamed_len, &d);
+  if (CHECK(!d.broken) && CHECK_EQ_INT(d.samples.count, 2)) {
+    decoded_sample sample;
+    decode_sample(d.samples.items[0], &sample);
+    CHECK_EQ_INT(sample.label_count, 3);
+    CHECK_EQ_STR(string_at(&d, sample.labels[0].key), "span id");
+    CHECK_EQ_INT(sample.labels[0].str, 0);
+    CHECK(sample.labels[0].num == (int64_t)0xfedcba9876543210ULL);
+    CHECK_EQ_STR(string_at(&d, sample.labels[1].key), "local root span id");
+    CHECK_EQ_INT(sample.labels[1].str, 0);
+    CHECK_EQ_INT(sample.labels[1].num, 255);
+    CHECK_EQ_STR(string_at(&d, sample.labels[2].key), "trace_id");
+    CHECK_EQ_STR(string_at(&d, sample.labels[2].str), "4bf92f3577b34da6a3ce929d0e0e4736");
+    decode_sample(d.samples.items[1], &sample);
+    CHECK_EQ_INT(sample.label_count, 2);
+    CHECK_EQ_STR(string_at(&d, sample.labels[0].key), "span id");
+    CHECK_EQ_STR(string_at(&d, sample.labels[0].str), "not hex");
+    CHECK_EQ_STR(string_at(&d, sample.labels[1].key), "local root span id");
+    CHECK_EQ_STR(string_at(&d, sample.labels[1].str), "11112222333344445");
+    decoded_function function = decode_function(d.functions.items[0]);
+    CHECK_EQ_STR(string_at(&d, function.name), "00000000000000ff");
+  }
+  free_decoded(&d);
+  free(renamed);
   free(gz);
   pprof_builder_free(builder);
 }
@@ -641,7 +695,7 @@ static void test_rename_refuses_truncated_protobuf(void) {
   if (!CHECK(gz != NULL)) return;
   uint8_t *renamed = NULL;
   size_t renamed_len = 0;
-  pprof_rename renames[] = {{"endpoint", "trace endpoint"}};
+  pprof_rename renames[] = {{"endpoint", "trace endpoint", false}};
   CHECK_EQ_INT(pprof_rename_label_keys_gzip(gz, gz_len, renames, 1, 1 << 20, &renamed, &renamed_len),
                PPROF_RENAME_MALFORMED);
   CHECK(renamed == NULL);
@@ -659,7 +713,8 @@ static void test_rename_survives_corrupt_bytes(void) {
   CHECK_EQ_INT(pprof_encode_gzip(builder, &gz, &gz_len), 0);
   uint8_t *raw = gunzip(gz, gz_len, &raw_len);
   const uint8_t replacements[] = {0x00, 0x01, 0x7f, 0x80, 0xff};
-  pprof_rename renames[] = {{"endpoint", "trace endpoint"}};
+  // A numeric rename too: its value lookup must survive corrupt indexes.
+  pprof_rename renames[] = {{"endpoint", "trace endpoint", false}, {"kind", "kind number", true}};
   int unexpected = 0;
   for (size_t i = 0; raw != NULL && i < raw_len; i++) {
     uint8_t original = raw[i];
@@ -669,7 +724,7 @@ static void test_rename_survives_corrupt_bytes(void) {
       uint8_t *corrupt = gzip_bytes(raw, raw_len, &corrupt_len), *renamed = NULL;
       if (corrupt == NULL) continue;
       enum pprof_rename_result rc =
-          pprof_rename_label_keys_gzip(corrupt, corrupt_len, renames, 1, 1 << 20, &renamed, &renamed_len);
+          pprof_rename_label_keys_gzip(corrupt, corrupt_len, renames, 2, 1 << 20, &renamed, &renamed_len);
       if (rc != PPROF_RENAMED && rc != PPROF_NOTHING_TO_RENAME && rc != PPROF_RENAME_MALFORMED) unexpected++;
       if ((rc == PPROF_RENAMED) != (renamed != NULL)) unexpected++;
       free(renamed);
@@ -831,6 +886,7 @@ int main(void) {
   RUN(test_samples_keep_values_and_labels);
   RUN(test_header_fields);
   RUN(test_rename_label_keys);
+  RUN(test_rename_hex_values_to_numbers);
   RUN(test_rename_refuses_truncated_protobuf);
   RUN(test_rename_survives_corrupt_bytes);
   RUN(test_many_samples);

@@ -736,6 +736,40 @@ static void test_label_sets_split_samples_and_record_without_allocating(void) {
   recorder_free(rec);
 }
 
+// Trace contexts split samples as label sets do, each context kept whole
+// (a span id in another trace, or under another local root, is another
+// sample), and read back as recorded.
+static void test_trace_contexts_split_samples(void) {
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {10, 1, 20, 1};
+  recorder_frame frames[1] = {{.frame_id = 8, .line = 1}};
+  uint32_t stack, thread;
+  CHECK_EQ_INT(recorder_intern_stack(rec, frames, 1, &stack), 0);
+  CHECK_EQ_INT(recorder_intern_thread(rec, 7, "worker", &thread), 0);
+  const trace_context spans[] = {
+      {0},
+      {.trace_id_high = 1, .trace_id_low = 2, .span_id = 3, .local_root_span_id = 3},
+      {.trace_id_high = 1, .trace_id_low = 2, .span_id = 4, .local_root_span_id = 3},
+      {.trace_id_high = 1, .trace_id_low = 5, .span_id = 3, .local_root_span_id = 3},
+      {.trace_id_high = 1, .trace_id_low = 2, .span_id = 3, .local_root_span_id = 9},
+      {.trace_id_high = UINT64_MAX, .trace_id_low = UINT64_MAX, .span_id = UINT64_MAX, .local_root_span_id = 1},
+  };
+  size_t span_count = sizeof(spans) / sizeof(spans[0]);
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < span_count; i++) {
+      recorder_context context = {.thread_index = thread, .state = 1, .label_set = 1, .trace = spans[i]};
+      CHECK_EQ_INT(recorder_add(rec, stack, &context, values), 0);
+    }
+  }
+  CHECK_EQ_INT(recorder_sample_count(rec), span_count);
+  for (size_t i = 0; i < recorder_sample_count(rec); i++) {
+    recorder_sample sample = recorder_sample_at(rec, i);
+    CHECK(trace_context_equal(&sample.trace, &spans[i]));
+    CHECK(sample.values[RECORDER_CPU_TIME_NS] == 30);
+  }
+  recorder_free(rec);
+}
+
 int main(void) {
   RUN(test_matches_reference_model);
   RUN(test_clear_then_record_new_data);
@@ -751,5 +785,6 @@ int main(void) {
   RUN(test_steps_reject_ids_out_of_range);
   RUN(test_steps_out_of_memory_keep_the_accepted_samples);
   RUN(test_label_sets_split_samples_and_record_without_allocating);
+  RUN(test_trace_contexts_split_samples);
   return test_summary("recorder");
 }

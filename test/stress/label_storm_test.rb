@@ -2,9 +2,10 @@
 
 require_relative "stress_helper"
 
-# Labels hold under a signal storm (1000 Hz): fibers switching all the
-# time on several threads, each under its own labels, nested and left by
-# exceptions, threads born and killed inside labelled blocks, GC running.
+# Labels and trace contexts hold under a signal storm (1000 Hz): fibers
+# switching all the time on several threads, each under its own labels and
+# a new span every turn, nested and left by exceptions, threads born and
+# killed inside labelled blocks, GC running.
 # The process exits normally, the profile is whole, and each fiber's CPU
 # comes out under its own label as it measured it.
 class LabelStormTest < Minitest::Test
@@ -28,6 +29,9 @@ class LabelStormTest < Minitest::Test
       assert_equal 24, measured.size
       assert_operator facts["threads_born"], :>=, 3 # born and ended inside labelled blocks, against the GVL's burners
       assert_operator misattributed / total, :<, 0.2, "fibers' CPU under the wrong label: #{profiled} vs #{measured}"
+      assert_operator facts["traced_samples"], :>, 100
+      assert_equal 0, facts["torn_traces"], "a sample's trace ids disagree: a torn read"
+      assert_equal 0, facts["foreign_traces"], "a sample carries another fiber's span"
       assert_go_pprof_reads(out)
     end
   end

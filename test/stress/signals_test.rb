@@ -59,8 +59,11 @@ class SignalsStressTest < Minitest::Test
     # One tick may have checked the handler just before it changed.
     assert_operator facts["signals_sent_during"], :<=, 1, "no signal once the handler is someone else's"
     assert_operator facts["samples_during"], :>, 0, "sampling goes on as in no-signals mode"
-    # All by the idle helper, but for a pass of a signal sent just before.
-    assert_operator facts["idle_samples_during"], :>=, facts["samples_during"] - 1
+    # All by the idle helper, but for two passes of signals sent just
+    # before the handler changed: one sent while Sonde.stats took the
+    # "before" figures (its pass runs after them), and the one the line
+    # above allows (seen on CI: 2 such passes, 1 signal counted).
+    assert_operator facts["idle_samples_during"], :>=, facts["samples_during"] - 2
     assert facts["running_during"]
     assert_equal 1, stderr.scan(WARNING).size, "one warning: #{stderr}"
   end

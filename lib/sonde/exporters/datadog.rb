@@ -6,6 +6,7 @@ require_relative "base"
 require_relative "http_delivery"
 require_relative "multipart"
 require_relative "../pprof/label_renamer"
+require_relative "../profile_names"
 require_relative "../version"
 
 module Sonde
@@ -50,8 +51,12 @@ module Sonde
       TAG_NAMES = { "pid" => "process_id" }.freeze
       # Datadog's names for sample labels: its endpoint profiling groups
       # samples by "trace endpoint" (what Sonde::Middleware and the job
-      # integrations label "endpoint"). Thread labels already have its names.
+      # integrations label "endpoint") and links them to traces by "local
+      # root span id" and "span id", numbers (Sonde writes hex strings,
+      # ProfileNames' :span_id and :local_root_span_id). Thread labels
+      # already have its names.
       LABEL_NAMES = { "endpoint" => "trace endpoint" }.freeze
+      SPAN_LABEL_NAMES = { span_id: "span id", local_root_span_id: "local root span id" }.freeze
       # What dd-trace-rb tags every Ruby profile with, so the UI knows the language.
       LANGUAGE_TAGS = { "language" => "ruby", "runtime" => "ruby" }.freeze
       # "," separates tags and ":" a tag's name from its value.
@@ -61,7 +66,8 @@ module Sonde
       def initialize(base_uri, settings)
         super(settings)
         @base_uri = base_uri
-        @label_renamer = Pprof::LabelRenamer.new(LABEL_NAMES)
+        span_labels = SPAN_LABEL_NAMES.to_h { |name, theirs| [ProfileNames.label(name), theirs] }
+        @label_renamer = Pprof::LabelRenamer.new(LABEL_NAMES.merge(span_labels), numeric: span_labels.keys)
         @renamed = nil # [profile, its pprof with Datadog's label names]: a retry reuses it
       end
 

@@ -17,9 +17,12 @@ module Sonde
     # sample, most of a second per minute for a busy server's profile, with
     # the GVL held; the native one costs a few milliseconds.
     class LabelRenamer
-      # renames: {"old name" => "new name"}
-      def initialize(renames)
+      # renames: {"old name" => "new name"}; numeric: the old names whose
+      # values, hex strings, become the labels' numbers (Datadog reads span
+      # ids as numbers, Sonde writes them as tracers print them).
+      def initialize(renames, numeric: [])
         @renames = renames.to_h { |old, new| [old.to_s.b.freeze, new.to_s.b.freeze] }.freeze
+        @numeric = numeric.map { |name| name.to_s.b.freeze }.freeze
       end
 
       # The gzip'd profile with the label keys renamed (gzip'd too); the
@@ -27,7 +30,7 @@ module Sonde
       # for bytes that are not a gzip'd profile.
       def call(gzipped)
         Native.load!
-        Native.rename_label_keys(gzipped, @renames)
+        Native.rename_label_keys(gzipped, @renames, @numeric)
       rescue ::ArgumentError => e
         raise DecodeError, "cannot rename labels: #{e.message}"
       end

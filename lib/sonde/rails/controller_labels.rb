@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../labels"
+require_relative "../trace_context"
 
 module Sonde
   module Rails
@@ -21,11 +22,16 @@ module Sonde
         CACHE.fetch([controller, action]) { controller.name && { "endpoint" => "#{controller.name}##{action}" } }
       end
 
+      # The trace context is read here too: whichever order the tracer's
+      # middleware and Sonde's took, every middleware has run by now, so
+      # the tracer's request span (and its controller span) is active.
       def process_action(*)
-        labels = Sonde::Rails::ControllerLabels.labels_for(self.class, action_name.to_s)
-        return super unless labels
+        Sonde::TraceContext.with_current_span do
+          labels = Sonde::Rails::ControllerLabels.labels_for(self.class, action_name.to_s)
+          next super unless labels
 
-        Sonde::Labels.with_checked(labels) { super }
+          Sonde::Labels.with_checked(labels) { super }
+        end
       end
     end
   end
