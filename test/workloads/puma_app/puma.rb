@@ -7,3 +7,6 @@ threads Integer(ENV.fetch("PUMA_THREADS", "4")), Integer(ENV.fetch("PUMA_THREADS
 bind "tcp://127.0.0.1:#{ENV.fetch("PUMA_PORT")}"
 environment "production"
 quiet
+# A worker caught in Puma's shutdown hang (puma/puma#3677, see
+# test/puma_test.rb) is killed after this long instead of the default 30 s.
+worker_shutdown_timeout 3
