@@ -4,6 +4,7 @@ require_relative "support/test_helper"
 require "net/http"
 require "socket"
 require "timeout"
+require "open3"
 
 # A real server under load: Puma in cluster mode (2 workers, 4 threads
 # each) serving a Rack app whose handler burns 2 ms of CPU per request,
@@ -198,7 +199,30 @@ class PumaTest < Minitest::Test
       assert_operator light, :>, 0, detail
       puts detail if ENV["SONDE_TEST_VERBOSE"]
       assert_in_delta 4.0, heavy.to_f / light, 1.0, detail
+      assert_go_pprof_tagfocus_agrees(worker, { "GET /light" => light, "GET /heavy" => heavy }) if go_available?
     end
+  end
+
+  # `go tool pprof -tagfocus=endpoint=...` over a worker's files (merged,
+  # as a user would pass them) totals each endpoint's CPU as Sonde's reader
+  # does.
+  def assert_go_pprof_tagfocus_agrees(worker, cpu_by_endpoint)
+    paths = Dir[File.join(@dir, "*.pprof")].select { |path| FILE_NAME.match(File.basename(path))[:pid].to_i == worker }
+    cpu_by_endpoint.each do |endpoint, expected_ns|
+      top, err, status = Open3.capture3("go", "tool", "pprof", "-top", "-nodefraction=0", "-sample_index=cpu-time",
+                                        "-tagfocus=endpoint=^#{endpoint}$", *paths)
+      assert status.success?, err
+      assert_match(/handle_request/, top)
+      # "Showing nodes accounting for X, P% of T total": X is what the filter kept.
+      total = top[/accounting for ([\d.]+(?:ns|us|µs|ms|s|min|hrs)),/, 1] or flunk "no total in:\n#{top}"
+      assert_in_delta expected_ns, go_duration_ns(total), expected_ns * 0.02 + 1e6, "#{endpoint}: go says #{total}"
+    end
+  end
+
+  def go_duration_ns(text)
+    value = text.to_f
+    value * { "ns" => 1, "us" => 1e3, "µs" => 1e3, "ms" => 1e6, "s" => 1e9, "min" => 60e9, "hrs" => 3600e9 }
+            .fetch(text[/[a-zµ]+\z/])
   end
 
   PPROF_TOKEN = "puma-test-token"
