@@ -81,6 +81,24 @@ class RailsTest < Minitest::Test
                  err)
   end
 
+  def test_an_integration_switch_that_is_not_a_boolean_is_refused_at_boot
+    _out, err, status = run_ruby("-e", <<~RUBY)
+      require "logger"
+      require "rails"
+      require "action_controller/railtie"
+      require "sonde"
+      class Switch < Rails::Application
+        config.eager_load = false
+        config.logger = Logger.new(nil)
+        config.secret_key_base = "x"
+        config.sonde.middleware = "false"
+      end
+      Rails.application.initialize!
+    RUBY
+    refute status.success?
+    assert_match(/config\.sonde\.middleware must be true or false, got "false"/, err)
+  end
+
   def test_nothing_of_rails_loads_without_rails
     out, err, status = run_ruby("-rsonde", "-rsonde/middleware", "-e",
                                 'puts [defined?(Sonde::Railtie).inspect, $LOADED_FEATURES.grep(/railtie|rails\\//).size].join(",")')

@@ -148,7 +148,9 @@ static size_t add_label_set(export_run *run, uint32_t id, pprof_label *out) {
 static int64_t hex_string(export_run *run, const uint64_t *halves, size_t count) {
   char text[2 * 16 + 1];
   size_t used = 0;
-  for (size_t i = 0; i < count; i++) used += (size_t)snprintf(text + used, sizeof(text) - used, "%016llx", (unsigned long long)halves[i]);
+  for (size_t i = 0; i < count; i++) {
+    used += (size_t)snprintf(text + used, sizeof(text) - used, "%016llx", (unsigned long long)halves[i]);
+  }
   int64_t index = pprof_cstring(run->builder, text);
   check(index > 0);
   return index;

@@ -58,7 +58,9 @@ module Sonde
 
     class << self
       # config.sonde's Sonde.start options; Sonde::ArgumentError for a key
-      # that is neither one of those nor one of the integration's.
+      # that is neither one of those nor one of the integration's, or for
+      # an integration key that is not true or false (a "false" String
+      # from an environment variable would otherwise read as true).
       def start_options(sonde_config)
         options = sonde_config.to_h.transform_keys(&:to_sym)
         accepted = Options::SETTINGS.map(&:name)
@@ -67,6 +69,11 @@ module Sonde
           raise Sonde::ArgumentError,
                 "config.sonde.#{unknown.first} is not a setting (accepted: " \
                 "#{(INTEGRATION_DEFAULTS.keys + accepted).join(", ")})"
+        end
+        INTEGRATION_DEFAULTS.each_key do |key|
+          next if [true, false].include?(options.fetch(key, true))
+
+          raise Sonde::ArgumentError, "config.sonde.#{key} must be true or false, got #{Setting.shown(options[key])}"
         end
         options.slice(*accepted)
       end
