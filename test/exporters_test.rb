@@ -233,11 +233,7 @@ class ExportersTest < Minitest::Test
   # span_id is gone from them, the rest is as it was.
   def test_datadog_gets_span_ids_as_the_numbers_its_backend_reads
     traced = ExporterTestHelpers.profile_from(<<~RUBY)
-      def burn(seconds)
-        t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
-        x = 0
-        x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < seconds
-      end
+      #{SondeTestHelper::BURN_SCRIPT}
       Sonde.start(rate: 250)
       Sonde.with_labels(endpoint: "UsersController#show") do
         Sonde.with_trace_context(trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "fedcba9876543210",

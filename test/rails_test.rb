@@ -62,39 +62,33 @@ class RailsTest < Minitest::Test
     end
   end
 
-  def test_a_mistyped_setting_is_refused_at_boot
+  # Boots a bare Rails app with one config.sonde line; [stderr, status].
+  def boot_with(config_line)
     _out, err, status = run_ruby("-e", <<~RUBY)
       require "logger"
       require "rails"
       require "action_controller/railtie"
       require "sonde"
-      class Typo < Rails::Application
+      class Booted < Rails::Application
         config.eager_load = false
         config.logger = Logger.new(nil)
         config.secret_key_base = "x"
-        config.sonde.rat = 250
+        #{config_line}
       end
       Rails.application.initialize!
     RUBY
+    [err, status]
+  end
+
+  def test_a_mistyped_setting_is_refused_at_boot
+    err, status = boot_with("config.sonde.rat = 250")
     refute status.success?
     assert_match(/config\.sonde\.rat is not a setting \(accepted: start, middleware, controller_labels, active_job, rate, /,
                  err)
   end
 
   def test_an_integration_switch_that_is_not_a_boolean_is_refused_at_boot
-    _out, err, status = run_ruby("-e", <<~RUBY)
-      require "logger"
-      require "rails"
-      require "action_controller/railtie"
-      require "sonde"
-      class Switch < Rails::Application
-        config.eager_load = false
-        config.logger = Logger.new(nil)
-        config.secret_key_base = "x"
-        config.sonde.middleware = "false"
-      end
-      Rails.application.initialize!
-    RUBY
+    err, status = boot_with('config.sonde.middleware = "false"')
     refute status.success?
     assert_match(/config\.sonde\.middleware must be true or false, got "false"/, err)
   end

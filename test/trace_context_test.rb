@@ -12,21 +12,13 @@ class TraceContextTest < Minitest::Test
   include SondeTestHelper
 
   TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-  BURN = <<~RUBY
-    def burn(seconds)
-      started = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
-      x = 0
-      x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - started < seconds
-      x
-    end
-  RUBY
 
   # Profiles script in a child (env: its environment); returns the profile.
   def profile_of(script, env: {}, requires: [])
     Dir.mktmpdir do |dir|
       out = File.join(dir, "traced.pprof")
       _stdout, stderr, status = run_ruby(*requires.map { |feature| "-r#{feature}" }, "-rsonde", "-e", <<~RUBY, env: env)
-        #{BURN}
+        #{BURN_SCRIPT}
         Sonde.start(rate: 250)
         #{script}
         Sonde.stop.write(#{out.inspect})

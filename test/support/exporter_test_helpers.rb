@@ -27,11 +27,7 @@ module ExporterTestHelpers
   # "endpoint" is also a label value here: its string is shared with the key
   # in the string table, and must stay "endpoint" where it is a value.
   LABELLED_SCRIPT = <<~RUBY
-    def burn(seconds)
-      t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
-      x = 0
-      x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t < seconds
-    end
+    #{SondeTestHelper::BURN_SCRIPT}
     Sonde.start(rate: 250)
     Sonde.with_labels(endpoint: "GET /users", tenant: "acme") { burn(0.15) }
     Sonde.with_labels(endpoint: "POST /orders", kind: "endpoint") { burn(0.15) }

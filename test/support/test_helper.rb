@@ -15,6 +15,16 @@ module SondeTestHelper
   LIB = File.join(ROOT, "lib")
   WORKLOADS = File.join(ROOT, "test", "workloads")
   EXE = File.join(ROOT, "exe", "sonde")
+  # For child scripts: burn(seconds) spins until the calling thread has
+  # used that much CPU (its own clock: the workload's truth).
+  BURN_SCRIPT = <<~RUBY
+    def burn(seconds)
+      started = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - started < seconds
+      x
+    end
+  RUBY
 
   # Runs a Ruby script with Sonde on the load path; returns [stdout, stderr, status].
   def run_ruby(*args, env: {}, chdir: nil)
