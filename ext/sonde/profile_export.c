@@ -273,14 +273,17 @@ VALUE profile_export_names(void) {
   static const char *const types[][2] = {
       {"cpu_time", PROFILE_TYPE_CPU_TIME},       {"cpu_samples", PROFILE_TYPE_CPU_SAMPLES},
       {"wall_time", PROFILE_TYPE_WALL_TIME},     {"wall_samples", PROFILE_TYPE_WALL_SAMPLES},
-      {"gvl_wait_time", PROFILE_TYPE_GVL_WAIT_TIME},
+      {"gvl_wait_time", PROFILE_TYPE_GVL_WAIT_TIME}, {"alloc_samples", PROFILE_TYPE_ALLOC_SAMPLES},
+      {"heap_live_samples", PROFILE_TYPE_HEAP_LIVE_SAMPLES}, {"heap_live_size", PROFILE_TYPE_HEAP_LIVE_SIZE},
   };
-  static const char *const units[][2] = {{"nanoseconds", PROFILE_UNIT_NANOSECONDS}, {"count", PROFILE_UNIT_COUNT}};
+  static const char *const units[][2] = {{"nanoseconds", PROFILE_UNIT_NANOSECONDS}, {"count", PROFILE_UNIT_COUNT},
+                                          {"bytes", PROFILE_UNIT_BYTES}};
   static const char *const labels[][2] = {
       {"thread_id", PROFILE_LABEL_THREAD_ID}, {"thread_name", PROFILE_LABEL_THREAD_NAME},
       {"state", PROFILE_LABEL_STATE},         {"gc_type", PROFILE_LABEL_GC_TYPE},
       {"gc_reason", PROFILE_LABEL_GC_REASON}, {"trace_id", PROFILE_LABEL_TRACE_ID},
       {"span_id", PROFILE_LABEL_SPAN_ID},     {"local_root_span_id", PROFILE_LABEL_LOCAL_ROOT_SPAN_ID},
+      {"allocation_class", PROFILE_LABEL_ALLOCATION_CLASS},
   };
   VALUE names = rb_hash_new();
   rb_hash_aset(names, ID2SYM(rb_intern("sample_types")), frozen_pair_hash(types, sizeof(types) / sizeof(types[0])));

@@ -11,15 +11,24 @@
 #define PROFILE_TYPE_WALL_TIME "wall-time"
 #define PROFILE_TYPE_WALL_SAMPLES "wall-samples"
 #define PROFILE_TYPE_GVL_WAIT_TIME "gvl-wait-time"
+// Allocation and live-heap profiles (alloc_source.h), named as Datadog's
+// profiler names them, so its backend shows them without a rename.
+#define PROFILE_TYPE_ALLOC_SAMPLES "alloc-samples"
+#define PROFILE_TYPE_HEAP_LIVE_SAMPLES "heap-live-samples"
+#define PROFILE_TYPE_HEAP_LIVE_SIZE "heap-live-size"
 
 #define PROFILE_UNIT_NANOSECONDS "nanoseconds"
 #define PROFILE_UNIT_COUNT "count"
+#define PROFILE_UNIT_BYTES "bytes"
 
 #define PROFILE_LABEL_THREAD_ID "thread id"
 #define PROFILE_LABEL_THREAD_NAME "thread name"
 #define PROFILE_LABEL_STATE "state"
 #define PROFILE_LABEL_GC_TYPE "gc type"
 #define PROFILE_LABEL_GC_REASON "gc reason"
+// On allocation and heap samples: the allocated object's class ("String",
+// "MyApp::User"; "(VM internal)" for objects Ruby keeps hidden).
+#define PROFILE_LABEL_ALLOCATION_CLASS "allocation class"
 // The trace context's (trace_context.h), in lower-case hex: 32 digits for
 // the trace id (W3C's form), 16 for span ids. Pyroscope links spans to
 // profiles by span_id in this form; the Datadog exporter turns the span
