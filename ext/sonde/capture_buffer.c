@@ -88,6 +88,9 @@ capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
       slot->depth = 0;
       slot->total_depth = 0;
       slot->label_set = 0;
+      slot->object = 0;
+      slot->object_class = 0;
+      slot->weight = 0;
       return slot;
     }
   }
@@ -140,14 +143,28 @@ uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, vo
   return taken;
 }
 
-void capture_buffer_each_published_frame(const capture_buffer *buffer, void (*visit)(uint64_t frame_id, void *data),
-                                         void *data) {
+void capture_buffer_each_published(const capture_buffer *buffer, void (*visit)(const capture *slot, void *data),
+                                   void *data) {
   for (uint32_t i = 0; i < buffer->slot_count; i++) {
     uint32_t state = __atomic_load_n(&buffer->states[i], __ATOMIC_ACQUIRE);
-    if (state != SLOT_PUBLISHED && state != SLOT_READING) continue;
-    const capture *slot = &buffer->slots[i];
-    for (uint32_t f = 0; f < slot->depth; f++) visit(slot->frame_ids[f], data);
+    if (state == SLOT_PUBLISHED || state == SLOT_READING) visit(&buffer->slots[i], data);
   }
+}
+
+typedef struct {
+  void (*visit)(uint64_t frame_id, void *data);
+  void *data;
+} frame_visit;
+
+static void visit_frames_of(const capture *slot, void *data) {
+  const frame_visit *frames = data;
+  for (uint32_t f = 0; f < slot->depth; f++) frames->visit(slot->frame_ids[f], frames->data);
+}
+
+void capture_buffer_each_published_frame(const capture_buffer *buffer, void (*visit)(uint64_t frame_id, void *data),
+                                         void *data) {
+  frame_visit frames = {visit, data};
+  capture_buffer_each_published(buffer, visit_frames_of, &frames);
 }
 
 void capture_buffer_reset(capture_buffer *buffer) {

@@ -20,6 +20,7 @@
 typedef enum {
   CAPTURE_CPU = 1,  // the thread's CPU timer fired: a CPU sample
   CAPTURE_WALL = 2, // the trigger's tick reached the GVL holder: its stack for the tick's wall sample
+  CAPTURE_ALLOC = 3, // a sampled allocation (alloc_source.h), captured in Ruby's NEWOBJ hook
 } capture_kind;
 
 // What the handler saw, as bits of capture.flags.
@@ -39,6 +40,12 @@ typedef struct {
   trace_context trace; // the thread's trace context then (labels.h), all zero for none
   uint32_t depth;       // frames kept, leaf first
   uint32_t total_depth; // the whole stack's depth (>= depth), or 0 when it could not be counted
+  // CAPTURE_ALLOC: the object (not kept alive: for the heap tracker), its
+  // class (kept alive by the mark phase until recorded) and the
+  // allocations the sample stands for.
+  uint64_t object;
+  uint64_t object_class;
+  uint32_t weight;
   uint64_t *frame_ids;  // capture_buffer_frame_capacity entries, opaque to this module
   int32_t *lines;       // as many
 } capture;
@@ -87,6 +94,10 @@ uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, vo
 // their frames are on their thread's live stack, which the GC marks.
 void capture_buffer_each_published_frame(const capture_buffer *buffer, void (*visit)(uint64_t frame_id, void *data),
                                          void *data);
+
+// The same, slot by slot (for what else a slot holds).
+void capture_buffer_each_published(const capture_buffer *buffer, void (*visit)(const capture *slot, void *data),
+                                   void *data);
 
 // Frees every slot, published or not. Only when no handler can write (after
 // stop, or in a forked child, where the other threads are gone).

@@ -25,6 +25,7 @@ abort "sonde: zlib.h not found; install zlib1g-dev (Debian) or zlib-devel" unles
 abort "sonde: libz not found; install zlib1g-dev (Debian) or zlib-devel" unless have_library("z", "deflateInit2_")
 have_library("pthread")
 have_library("dl")
+have_library("m", "log") # the allocation sampler's random gaps
 # Per-thread CPU timers (timer_create with SIGEV_THREAD_ID): in libc since
 # glibc 2.34, in librt before.
 have_library("rt", "timer_create") unless have_func("timer_create", "time.h")
@@ -38,7 +39,7 @@ $LDFLAGS << " -Wl,-z,now"
 common = %w[sonde.c run.c profiler.c testing.c clocks.c signals.c signal_sampler.c capture_buffer.c
             scheduler.c idle_helper.c cpu_timers.c cpu_timer_source.c gc_source.c own_threads.c
             sampling_pass.c thread_contexts.c thread_states.c stacks.c recorder.c recorder_slots.c
-            pprof.c pprof_rename_binding.c profile_export.c pacing.c labels.c]
+            pprof.c pprof_rename_binding.c profile_export.c pacing.c labels.c alloc_source.c heap_tracker.c]
 
 # The VM backend is picked by what this Ruby's headers declare, not by its
 # version: the public APIs when every function vm_public.c calls is there,

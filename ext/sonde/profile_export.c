@@ -6,9 +6,12 @@
 // Sample types, in the recorder's value order: cpu-time (nanoseconds),
 // cpu-samples (count), wall-time (nanoseconds), wall-samples (count), and
 // where the VM times GVL waits (Ruby 3.3+) gvl-wait-time (nanoseconds): the
-// part of wall-time the thread spent ready to run, queued for the GVL.
-// Labels: "thread id" (number), "thread name" and "state" (strings), and on
-// GC samples "gc type" and "gc reason". The names are profile_names.h's.
+// part of wall-time the thread spent ready to run, queued for the GVL; when
+// the run samples allocations, alloc-samples (count), and with the heap,
+// heap-live-samples (count) and heap-live-size (bytes).
+// Labels: "thread id" (number), "thread name" and "state" (strings), on
+// GC samples "gc type" and "gc reason", on allocation and heap samples
+// "allocation class". The names are profile_names.h's.
 // The caller's comments (continuous mode's tags, "service=web") go into
 // the profile's comment field.
 #include "profile_export.h"
@@ -35,15 +38,16 @@ typedef struct {
   uint64_t *location_ids;  // recorder location index -> pprof location id
   uint64_t *stack;         // one sample's pprof location ids
   int64_t label_thread_id, label_thread_name, label_state, label_gc_type, label_gc_reason;
-  int64_t label_trace_id, label_span_id, label_local_root_span_id;
+  int64_t label_trace_id, label_span_id, label_local_root_span_id, label_allocation_class;
+  st_table *class_names;   // object class -> string index
   int64_t *thread_names;   // recorder thread index -> string index
   uint8_t *gzip;
   size_t gzip_length;
   int encode_status;
-  size_t value_count; // the recorder's values that are sample types here
+  // The recorder's values that are sample types here, in the profile's order.
+  int value_indexes[RECORDER_VALUE_COUNT];
+  size_t value_count;
 } export_run;
-
-_Static_assert(RECORDER_GVL_WAIT_NS == RECORDER_VALUE_COUNT - 1, "gvl-wait-time must be the last value: it is left out where unknown");
 
 static void *encode_without_gvl(void *arg) {
   export_run *run = arg;
@@ -82,16 +86,40 @@ static uint64_t function_for(export_run *run, uint64_t frame_id) {
   return id;
 }
 
+typedef struct {
+  int value_index; // RECORDER_*
+  const char *type, *unit;
+} sample_type;
+
+static const sample_type SAMPLE_TYPES[] = {
+    {RECORDER_CPU_TIME_NS, PROFILE_TYPE_CPU_TIME, PROFILE_UNIT_NANOSECONDS},
+    {RECORDER_CPU_SAMPLES, PROFILE_TYPE_CPU_SAMPLES, PROFILE_UNIT_COUNT},
+    {RECORDER_WALL_TIME_NS, PROFILE_TYPE_WALL_TIME, PROFILE_UNIT_NANOSECONDS},
+    {RECORDER_WALL_SAMPLES, PROFILE_TYPE_WALL_SAMPLES, PROFILE_UNIT_COUNT},
+    {RECORDER_GVL_WAIT_NS, PROFILE_TYPE_GVL_WAIT_TIME, PROFILE_UNIT_NANOSECONDS},
+    {RECORDER_ALLOC_SAMPLES, PROFILE_TYPE_ALLOC_SAMPLES, PROFILE_UNIT_COUNT},
+    {RECORDER_HEAP_LIVE_SAMPLES, PROFILE_TYPE_HEAP_LIVE_SAMPLES, PROFILE_UNIT_COUNT},
+    {RECORDER_HEAP_LIVE_BYTES, PROFILE_TYPE_HEAP_LIVE_SIZE, PROFILE_UNIT_BYTES},
+};
+_Static_assert(sizeof(SAMPLE_TYPES) / sizeof(SAMPLE_TYPES[0]) == RECORDER_VALUE_COUNT, "every recorder value has a sample type");
+
+static bool sample_type_included(const export_run *run, int value_index) {
+  switch (value_index) {
+    case RECORDER_GVL_WAIT_NS: return vm_times_gvl_waits();
+    case RECORDER_ALLOC_SAMPLES: return run->times->allocations;
+    case RECORDER_HEAP_LIVE_SAMPLES:
+    case RECORDER_HEAP_LIVE_BYTES: return run->times->heap;
+    default: return true;
+  }
+}
+
 static void add_header(export_run *run) {
   pprof_builder *builder = run->builder;
-  check(pprof_add_sample_type(builder, PROFILE_TYPE_CPU_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
-  check(pprof_add_sample_type(builder, PROFILE_TYPE_CPU_SAMPLES, PROFILE_UNIT_COUNT) == 0);
-  check(pprof_add_sample_type(builder, PROFILE_TYPE_WALL_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
-  check(pprof_add_sample_type(builder, PROFILE_TYPE_WALL_SAMPLES, PROFILE_UNIT_COUNT) == 0);
-  run->value_count = RECORDER_GVL_WAIT_NS;
-  if (vm_times_gvl_waits()) {
-    check(pprof_add_sample_type(builder, PROFILE_TYPE_GVL_WAIT_TIME, PROFILE_UNIT_NANOSECONDS) == 0);
-    run->value_count = RECORDER_GVL_WAIT_NS + 1;
+  run->value_count = 0;
+  for (size_t i = 0; i < RECORDER_VALUE_COUNT; i++) {
+    if (!sample_type_included(run, SAMPLE_TYPES[i].value_index)) continue;
+    check(pprof_add_sample_type(builder, SAMPLE_TYPES[i].type, SAMPLE_TYPES[i].unit) == 0);
+    run->value_indexes[run->value_count++] = SAMPLE_TYPES[i].value_index;
   }
   check(pprof_set_period(builder, PROFILE_TYPE_WALL_TIME, PROFILE_UNIT_NANOSECONDS, run->times->period_ns) == 0);
   check(pprof_set_default_sample_type(builder, PROFILE_TYPE_CPU_TIME) == 0);
@@ -104,6 +132,8 @@ static void add_header(export_run *run) {
   run->label_trace_id = pprof_cstring(builder, PROFILE_LABEL_TRACE_ID);
   run->label_span_id = pprof_cstring(builder, PROFILE_LABEL_SPAN_ID);
   run->label_local_root_span_id = pprof_cstring(builder, PROFILE_LABEL_LOCAL_ROOT_SPAN_ID);
+  run->label_allocation_class = pprof_cstring(builder, PROFILE_LABEL_ALLOCATION_CLASS);
+  check(run->label_allocation_class > 0);
   check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0 && run->label_gc_type > 0 &&
         run->label_gc_reason > 0 && run->label_trace_id > 0 && run->label_span_id > 0 &&
         run->label_local_root_span_id > 0);
@@ -172,6 +202,24 @@ static size_t add_trace_labels(export_run *run, const trace_context *trace, ppro
   return count;
 }
 
+// The class's name, once per class: "(VM internal)" for the VM's hidden
+// objects (no class), the class path otherwise ("#<Class:0x...>" for an
+// anonymous one), named without calling a Ruby method.
+static int64_t class_name_index(export_run *run, uint64_t object_class) {
+  st_data_t found;
+  if (st_lookup(run->class_names, (st_data_t)object_class, &found)) return (int64_t)found;
+  int64_t index;
+  VALUE klass = (VALUE)object_class;
+  if (object_class == 0 || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
+    index = pprof_cstring(run->builder, "(VM internal)");
+  } else {
+    index = intern_ruby_string(run->builder, rb_class_path(rb_class_real(klass)));
+  }
+  check(index > 0);
+  st_insert(run->class_names, (st_data_t)object_class, (st_data_t)index);
+  return index;
+}
+
 static void add_samples(export_run *run) {
   size_t count = recorder_sample_count(run->rec);
   size_t stack_capacity = 0;
@@ -189,7 +237,7 @@ static void add_samples(export_run *run) {
     recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
     int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
     check(state > 0);
-    pprof_label labels[5 + 3 + PROFILE_EXPORT_MAX_LABELS] = {
+    pprof_label labels[5 + 3 + 1 + PROFILE_EXPORT_MAX_LABELS] = {
         {.key = run->label_thread_id, .num = thread.thread_id},
         {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
         {.key = run->label_state, .str = state},
@@ -201,10 +249,17 @@ static void add_samples(export_run *run) {
       labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
       check(labels[3].str > 0 && labels[4].str > 0);
     }
+    if (sample.object_class != 0 || sample.values[RECORDER_ALLOC_SAMPLES] != 0 ||
+        sample.values[RECORDER_HEAP_LIVE_SAMPLES] != 0) {
+      labels[label_count++] =
+          (pprof_label){.key = run->label_allocation_class, .str = class_name_index(run, sample.object_class)};
+    }
     label_count += add_trace_labels(run, &sample.trace, labels + label_count);
     label_count += add_label_set(run, sample.label_set, labels + label_count);
-    check(pprof_add_sample(run->builder, run->stack, sample.depth, sample.values, run->value_count, labels,
-                           label_count) == 0);
+    int64_t values[RECORDER_VALUE_COUNT];
+    for (size_t v = 0; v < run->value_count; v++) values[v] = sample.values[run->value_indexes[v]];
+    check(pprof_add_sample(run->builder, run->stack, sample.depth, values, run->value_count, labels, label_count) ==
+          0);
   }
 }
 
@@ -221,6 +276,7 @@ static VALUE build(VALUE arg) {
   run->builder = pprof_builder_new();
   check(run->builder != NULL);
   run->function_ids = st_init_numtable();
+  run->class_names = st_init_numtable();
   add_header(run);
   add_locations(run);
   add_thread_names(run);
@@ -239,6 +295,7 @@ static VALUE release(VALUE arg) {
   export_run *run = (export_run *)arg;
   if (run->builder) pprof_builder_free(run->builder);
   if (run->function_ids) st_free_table(run->function_ids);
+  if (run->class_names) st_free_table(run->class_names);
   free(run->location_ids);
   free(run->stack);
   free(run->thread_names);

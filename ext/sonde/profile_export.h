@@ -2,16 +2,22 @@
 #ifndef SONDE_PROFILE_EXPORT_H
 #define SONDE_PROFILE_EXPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ruby.h>
 
 #include "recorder.h"
 
+// What a profile covers: its period, and which of the optional sample
+// types the run filled (a type the run could not fill is left out rather
+// than written as zeros that would read as "none").
 typedef struct {
   int64_t start_epoch_ns;
   int64_t duration_ns;
   int64_t period_ns; // the sampling interval asked for
+  bool allocations;  // alloc-samples
+  bool heap;         // heap-live-samples, heap-live-size
 } profile_export_times;
 
 // Raises TypeError or ArgumentError unless comments is nil or an Array of

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc_source.h"
 #include "capture_buffer.h"
 #include "clocks.h"
 #include "cpu_timer_source.h"
@@ -35,7 +36,8 @@
 
 // The event sources, in start order; they stop in reverse. The wall ticks
 // come last: they start sampling, so everything else must be ready.
-static const event_source *const SOURCES[] = {&gc_event_source, &cpu_timer_source, &wall_tick_source};
+static const event_source *const SOURCES[] = {&gc_event_source, &cpu_timer_source, &alloc_event_source,
+                                              &wall_tick_source};
 #define SOURCE_COUNT (sizeof(SOURCES) / sizeof(SOURCES[0]))
 
 // What the signal handler may buffer: this many captures of max_frames
@@ -62,11 +64,14 @@ static VALUE profiler_holder = Qnil;
 
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
+static void mark_object_class(uint64_t object_class) { rb_gc_mark((VALUE)object_class); }
+
 static void mark_profiler(void *data) {
   profiler_state *state = data;
   if (state == NULL) return;
   sonde_run *run = &state->run;
   recorder_slots_each_frame(run->slots, stacks_mark);
+  recorder_slots_each_object_class(run->slots, mark_object_class);
   if (run->captures != NULL) capture_buffer_each_published_frame(run->captures, mark_frame, NULL);
   thread_contexts_mark(run->contexts);
   own_threads_mark(run->own);
@@ -87,6 +92,7 @@ static void free_profiler(profiler_state *state) {
   recorder_slots_free(run->slots);
   sampling_pass_free(run->pass);
   gc_source_free(run->gc);
+  alloc_source_free(run->alloc);
   scheduler_free(run->scheduler);
   cpu_timers_free(run->timers);
   capture_buffer_free(run->captures);
@@ -138,6 +144,10 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
   run->gc = gc_source_new(settings->record_gc);
   run->scheduler = scheduler_new(settings, run->start_monotonic_ns);
   bool ok = run->slots && run->contexts && run->pass && run->gc && run->scheduler;
+  if (settings->alloc_interval > 0) {
+    run->alloc = alloc_source_new(settings);
+    ok = ok && run->alloc;
+  }
   if (settings->use_signals) {
     run->timers = cpu_timers_new(settings->interval_ns, (uint64_t)run->start_epoch_ns ^ (uint64_t)(uintptr_t)state);
     run->captures = capture_buffer_new(capture_slot_count(settings->max_frames), settings->max_frames);
@@ -227,7 +237,8 @@ static bool boolean_setting(VALUE settings, const char *key) {
 }
 
 // Native.start(settings) -> true. settings: the frozen Hash of
-// Options#native_settings: {rate:, max_frames:, signals:, overhead_target:, gc:}.
+// Options#native_settings: {rate:, max_frames:, signals:, overhead_target:,
+// gc:, alloc_interval: (0: allocations not sampled), heap:}.
 static VALUE native_start(VALUE self, VALUE settings_hash) {
   Check_Type(settings_hash, T_HASH);
   if (!RB_OBJ_FROZEN(settings_hash)) rb_raise(rb_eArgError, "sonde: Native.start takes a frozen settings Hash");
@@ -236,9 +247,13 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
   double target = NUM2DBL(setting(settings_hash, "overhead_target"));
   bool use_signals = boolean_setting(settings_hash, "signals");
   bool record_gc = boolean_setting(settings_hash, "gc");
+  long alloc_interval = NUM2LONG(setting(settings_hash, "alloc_interval"));
+  bool heap = boolean_setting(settings_hash, "heap");
   if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
   if (!(target > 0 && target <= 100)) rb_raise(rb_eArgError, "overhead_target out of range");
+  if (alloc_interval < 0 || alloc_interval > UINT32_MAX) rb_raise(rb_eArgError, "alloc_interval out of range");
+  if (heap && alloc_interval == 0) rb_raise(rb_eArgError, "heap needs alloc_interval > 0");
   if (current_state() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
   run_settings settings = {
       .interval_ns = NANOS_PER_SECOND / rate_hz,
@@ -246,6 +261,8 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
       .use_signals = use_signals,
       .record_gc = record_gc,
       .overhead_target_percent = target,
+      .alloc_interval = (uint32_t)alloc_interval,
+      .heap = heap,
   };
 
   VALUE holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, NULL);
@@ -291,6 +308,8 @@ static VALUE period_result(const profiler_state *state, const recorder_period *p
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,
       .period_ns = state->run.settings.interval_ns,
+      .allocations = alloc_source_samples_allocations(&state->run),
+      .heap = alloc_source_tracks_heap(&state->run),
   };
   VALUE result = rb_hash_new();
   rb_hash_aset(result, ID2SYM(rb_intern("stats")), stats_hash(state));
@@ -313,6 +332,8 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   profile_export_check_comments(comments); // before anything is halted
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  // The heap as of the stop, taken while the FREEOBJ hook still sees frees.
+  if (!state->halted) alloc_source_record_heap(&state->run);
   halt_sampling(state);
   int64_t end = clocks_monotonic_ns();
   run_set_active(NULL);
@@ -356,7 +377,10 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   // The CPU samples captured so far belong to the period that ends now.
-  if (!state->halted) sampling_pass_record_captures(&state->run, false);
+  if (!state->halted) {
+    sampling_pass_record_captures(&state->run, false);
+    alloc_source_record_heap(&state->run);
+  }
   // We hold the GVL, and every pass runs with it: no pass is half-way
   // through the recorder we take away.
   flush_run run = {.state = state, .comments = comments, .label_sets = label_sets};

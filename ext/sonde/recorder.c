@@ -119,6 +119,7 @@ typedef struct {
   uint8_t state;
   uint32_t label_set;
   trace_context trace;
+  uint64_t object_class;
   int64_t values[RECORDER_VALUE_COUNT];
 } sample_entry;
 
@@ -221,11 +222,12 @@ static uint32_t hash_thread(int64_t thread_id, const char *name, size_t name_len
 }
 
 static uint32_t hash_sample(uint32_t stack_index, uint32_t thread_index, uint8_t state, uint32_t label_set,
-                            const trace_context *trace) {
+                            const trace_context *trace, uint64_t object_class) {
   uint64_t h = hash_step(HASH_SEED, ((uint64_t)stack_index << 32) | thread_index);
   h = hash_step(h, ((uint64_t)label_set << 8) | state);
-  // Most samples carry no span: two steps spared for them.
+  // Most samples carry no span and no class: steps spared for them.
   if (trace_context_is_set(trace)) h = hash_step(hash_step(h, trace->span_id), trace->local_root_span_id);
+  if (object_class != 0) h = hash_step(h, object_class);
   return hash_fold(h);
 }
 
@@ -438,6 +440,7 @@ typedef struct {
   uint8_t state;
   uint32_t label_set;
   trace_context trace;
+  uint64_t object_class;
 } sample_key;
 
 static bool sample_matches(const recorder *rec, uint32_t entry, const void *key) {
@@ -445,7 +448,7 @@ static bool sample_matches(const recorder *rec, uint32_t entry, const void *key)
   const sample_key *wanted = key;
   return sample->stack_index == wanted->stack_index && sample->thread_index == wanted->thread_index &&
          sample->state == wanted->state && sample->label_set == wanted->label_set &&
-         trace_context_equal(&sample->trace, &wanted->trace);
+         sample->object_class == wanted->object_class && trace_context_equal(&sample->trace, &wanted->trace);
 }
 
 static slot *sample_slot(const recorder *rec, const sample_key *key, uint32_t hash) {
@@ -469,6 +472,7 @@ static uint32_t insert_sample(recorder *rec, slot *target, const sample_key *key
   sample->state = key->state;
   sample->label_set = key->label_set;
   sample->trace = key->trace;
+  sample->object_class = key->object_class;
   memset(sample->values, 0, sizeof(sample->values));
   hash_index_fill(target, hash, table->count);
   return table->count++;
@@ -602,12 +606,12 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
   uint32_t thread_index = thread_found->entry_plus_one ? thread_found->entry_plus_one - 1 : NOT_FOUND;
   missing.new_thread = thread_index == NOT_FOUND;
 
-  sample_key sample = {stack_index, thread_index, state, 0, {0}};
+  sample_key sample = {stack_index, thread_index, state, 0, {0}, 0};
   const trace_context no_trace = {0};
   uint32_t sample_hash = 0;
   uint32_t sample_index = NOT_FOUND;
   if (!missing.new_stack && !missing.new_thread) {
-    sample_hash = hash_sample(stack_index, thread_index, state, 0, &no_trace);
+    sample_hash = hash_sample(stack_index, thread_index, state, 0, &no_trace, 0);
     slot *found = sample_slot(rec, &sample, sample_hash);
     if (found->entry_plus_one) sample_index = found->entry_plus_one - 1;
   }
@@ -623,7 +627,7 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
     }
     if (missing.new_thread)
       sample.thread_index = insert_thread(rec, thread_slot(rec, &thread, thread_hash), &thread, thread_hash);
-    sample_hash = hash_sample(sample.stack_index, sample.thread_index, state, 0, &no_trace);
+    sample_hash = hash_sample(sample.stack_index, sample.thread_index, state, 0, &no_trace, 0);
     sample_index = insert_sample(rec, sample_slot(rec, &sample, sample_hash), &sample, sample_hash);
   }
   add_values(rec->samples.entries[sample_index].values, values);
@@ -681,8 +685,10 @@ int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *conte
                  const int64_t values[RECORDER_VALUE_COUNT]) {
   if (!rec || !values || !context || stack_id >= rec->stacks.count || context->thread_index >= rec->threads.count)
     return -1;
-  sample_key sample = {stack_id, context->thread_index, context->state, context->label_set, context->trace};
-  uint32_t hash = hash_sample(stack_id, context->thread_index, context->state, context->label_set, &context->trace);
+  sample_key sample = {stack_id, context->thread_index, context->state, context->label_set, context->trace,
+                       context->object_class};
+  uint32_t hash = hash_sample(stack_id, context->thread_index, context->state, context->label_set, &context->trace,
+                              context->object_class);
   slot *found = sample_slot(rec, &sample, hash);
   uint32_t sample_index;
   if (found->entry_plus_one) {
@@ -717,6 +723,16 @@ recorder_thread recorder_thread_at(const recorder *rec, size_t index) {
   return thread;
 }
 
+size_t recorder_stack_count(const recorder *rec) { return rec->stacks.count; }
+
+uint32_t recorder_stack_frames(const recorder *rec, uint32_t stack_id, recorder_frame *frames, uint32_t capacity) {
+  if (stack_id >= rec->stacks.count) return 0;
+  const stack_entry *stack = &rec->stacks.entries[stack_id];
+  const uint32_t *indexes = rec->stacks.arena + stack->offset;
+  for (uint32_t i = 0; i < stack->depth && i < capacity; i++) frames[i] = rec->locations.entries[indexes[i]];
+  return stack->depth;
+}
+
 size_t recorder_sample_count(const recorder *rec) { return rec->samples.count; }
 
 recorder_sample recorder_sample_at(const recorder *rec, size_t index) {
@@ -733,6 +749,7 @@ recorder_sample recorder_sample_at(const recorder *rec, size_t index) {
   sample.state = entry->state;
   sample.label_set = entry->label_set;
   sample.trace = entry->trace;
+  sample.object_class = entry->object_class;
   memcpy(sample.values, entry->values, sizeof(sample.values));
   return sample;
 }

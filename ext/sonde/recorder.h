@@ -21,6 +21,10 @@ enum {
   RECORDER_WALL_TIME_NS,
   RECORDER_WALL_SAMPLES,
   RECORDER_GVL_WAIT_NS, // exported only where the VM times GVL waits (Ruby 3.3+)
+  // Exported only when the run samples allocations (alloc_source.h):
+  RECORDER_ALLOC_SAMPLES,     // objects allocated, estimated (each sample weighs the allocations it stands for)
+  RECORDER_HEAP_LIVE_SAMPLES, // sampled objects alive at the flush, scaled the same way
+  RECORDER_HEAP_LIVE_BYTES,   // the memory those objects hold, scaled the same way
   RECORDER_VALUE_COUNT
 };
 
@@ -38,14 +42,16 @@ typedef struct {
 } recorder_thread;
 
 // What a sample is recorded under besides its stack: its thread, its state
-// byte, its label set and its trace context. The recorder keys samples on
-// (stack, context); state, label_set and trace are opaque numbers to it
-// (0 and all-zero: none).
+// byte, its label set, its trace context and, for allocation and heap
+// samples, the allocated object's class. The recorder keys samples on
+// (stack, context); state, label_set, trace and object_class are opaque
+// numbers to it (0 and all-zero: none).
 typedef struct {
   uint32_t thread_index; // from recorder_intern_thread
   uint8_t state;
   uint32_t label_set;
   trace_context trace;
+  uint64_t object_class;
 } recorder_context;
 
 // One aggregated sample, as read back for export.
@@ -56,6 +62,7 @@ typedef struct {
   uint8_t state;         // opaque to the recorder
   uint32_t label_set;    // opaque to the recorder; 0 when the sample had none
   trace_context trace;   // opaque to the recorder; all zero when the sample had none
+  uint64_t object_class; // opaque to the recorder; 0 when the sample had none
   int64_t values[RECORDER_VALUE_COUNT];
 } recorder_sample;
 
@@ -88,6 +95,12 @@ int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t 
 int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index);
 int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]);
+
+// The frames of an interned stack, leaf first, into frames (room for
+// capacity); returns the stack's depth (which may exceed capacity: only
+// capacity frames are written), or 0 for an unknown id.
+uint32_t recorder_stack_frames(const recorder *rec, uint32_t stack_id, recorder_frame *frames, uint32_t capacity);
+size_t recorder_stack_count(const recorder *rec);
 
 // Read-back, for export. Indexes run from 0 to count - 1, in the order first
 // seen. Pointers stay valid until the next recorder_record or recorder_clear.

@@ -44,4 +44,8 @@ uint64_t recorder_slots_flushes(const recorder_slots *slots);
 // Calls visit for every frame id either recorder holds (the GC mark phase).
 void recorder_slots_each_frame(const recorder_slots *slots, void (*visit)(uint64_t frame_id));
 
+// Calls visit for the object class of every allocation and heap sample
+// either recorder holds (the GC mark phase: classes are named at export).
+void recorder_slots_each_object_class(const recorder_slots *slots, void (*visit)(uint64_t object_class));
+
 #endif

@@ -19,6 +19,7 @@ typedef struct thread_contexts thread_contexts;
 typedef struct recorder_slots recorder_slots;
 typedef struct sampling_pass sampling_pass;
 typedef struct own_threads own_threads;
+typedef struct alloc_source alloc_source;
 
 typedef struct {
   int64_t interval_ns; // 1 / rate
@@ -26,6 +27,8 @@ typedef struct {
   bool use_signals; // false: no-signals mode, no SIGPROF at all
   bool record_gc;
   double overhead_target_percent;
+  uint32_t alloc_interval; // sample one allocation in this many on average; 0: allocations not sampled
+  bool heap;               // track the sampled objects that stay alive (needs alloc_interval)
 } run_settings;
 
 typedef struct sonde_run {
@@ -40,6 +43,7 @@ typedef struct sonde_run {
   recorder_slots *slots;     // the two recorders and the flush periods
   sampling_pass *pass;       // the pass that records with the GVL, and its failure
   own_threads *own;          // Sonde's own Ruby threads, left out of profiles and Thread.list
+  alloc_source *alloc;       // allocation and live-heap samples; NULL when not asked for
 } sonde_run;
 
 // The run sampling now, or NULL: the core's one global run pointer (the

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc_source.h"
 #include "capture_buffer.h"
 #include "clocks.h"
 #include "cpu_timers.h"
@@ -192,18 +193,6 @@ void sampling_pass_meet_current_thread(sonde_run *run) {
 // ---------------------------------------------------------------------------
 // Recording.
 
-static bool thread_index_for(recorder *rec, thread_context *context, uint32_t *index) {
-  uint64_t generation = recorder_generation(rec);
-  if (context->thread_generation == generation) {
-    *index = context->thread_index;
-    return true;
-  }
-  if (recorder_intern_thread(rec, context->native_tid, context->name, index) != 0) return false;
-  context->thread_generation = generation;
-  context->thread_index = *index;
-  return true;
-}
-
 // Records one sample of a thread that has no context (it ended before a
 // pass met it): named by its tid.
 static bool record_unattributed(recorder *rec, const recorder_frame *frames, uint32_t depth, int64_t tid,
@@ -271,7 +260,7 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
     uint32_t stack_id;
     recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace};
     recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 &&
-               thread_index_for(rec, context, &sample_context.thread_index) &&
+               thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
                recorder_add(rec, stack_id, &sample_context, values) == 0;
   }
   if (!recorded) {
@@ -304,6 +293,7 @@ static capture_verdict record_capture(const capture *captured, void *data) {
 }
 
 static void drain_captures(sonde_run *run, drain_mode mode) {
+  alloc_source_record_captures(run, mode == DRAIN_CPU_ONLY);
   if (run->captures == NULL) return;
   drain_run drain = {run, mode};
   capture_buffer_drain(run->captures, record_capture, &drain);
@@ -435,7 +425,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   stack_result found = wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id);
   // No frame to show: no sample; its time stays for the next one.
   if (found == STACK_EMPTY) return;
-  if (found == STACK_NO_MEMORY || !thread_index_for(rec, context, &thread_index)) {
+  if (found == STACK_NO_MEMORY || !thread_context_recorder_index(context, rec, &thread_index)) {
     pass->dropped_samples++;
     return;
   }

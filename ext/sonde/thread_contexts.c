@@ -168,3 +168,15 @@ thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_
   *is_new = true;
   return context;
 }
+
+bool thread_context_recorder_index(thread_context *context, recorder *rec, uint32_t *index) {
+  uint64_t generation = recorder_generation(rec);
+  if (context->thread_generation == generation) {
+    *index = context->thread_index;
+    return true;
+  }
+  if (recorder_intern_thread(rec, context->native_tid, context->name, index) != 0) return false;
+  context->thread_generation = generation;
+  context->thread_index = *index;
+  return true;
+}

@@ -85,6 +85,10 @@ void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(
 // Renames the context if the thread's name changed since.
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info);
 
+// The recorder's index for this thread (tid and current name), interned
+// once per recorder generation. Returns false when out of memory.
+bool thread_context_recorder_index(thread_context *context, recorder *rec, uint32_t *index);
+
 size_t thread_contexts_count(const thread_contexts *contexts);
 
 // For the GC mark phase.

@@ -19,6 +19,9 @@ module Sonde
     MAX_FRAMES_RANGE = (1..10_000).freeze
     # Percent of wall time sampling may take; above 0, at most this.
     OVERHEAD_TARGET_MAX = 20
+    # Allocations per allocation sample, on average (alloc: and heap:).
+    ALLOC_INTERVAL_RANGE = (1..10_000_000).freeze
+    DEFAULT_ALLOC_INTERVAL = 1024
     # Seconds between flushes in continuous mode.
     EVERY_RANGE = (1..3600).freeze
     DEFAULT_EXPORT = "dir:sonde-profiles"
@@ -52,6 +55,14 @@ module Sonde
                             "(percent of wall time)"),
       Setting.new(name: :gc, default: true, variable: "SONDE_GC", text: :boolean,
                   check: Setting::Checks.boolean, expected: "gc must be true or false"),
+      Setting.new(name: :alloc, default: false, variable: "SONDE_ALLOC", text: :boolean,
+                  check: Setting::Checks.boolean, expected: "alloc must be true or false"),
+      Setting.new(name: :heap, default: false, variable: "SONDE_HEAP", text: :boolean,
+                  check: Setting::Checks.boolean, expected: "heap must be true or false"),
+      Setting.new(name: :alloc_interval, default: DEFAULT_ALLOC_INTERVAL, variable: "SONDE_ALLOC_INTERVAL",
+                  text: :integer, check: Setting::Checks.integer_in(ALLOC_INTERVAL_RANGE),
+                  expected: "alloc_interval must be an Integer from #{ALLOC_INTERVAL_RANGE.min} to " \
+                            "#{ALLOC_INTERVAL_RANGE.max} (allocations per sample, on average)"),
       Setting.new(name: :continuous, default: false, text: :boolean,
                   check: Setting::Checks.boolean, expected: "continuous must be true or false"),
       Setting.new(name: :every, default: 60, variable: "SONDE_EVERY", text: :number,
@@ -74,7 +85,7 @@ module Sonde
     BY_NAME = SETTINGS.to_h { |setting| [setting.name, setting] }.freeze
     DEFAULTS = SETTINGS.to_h { |setting| [setting.name, setting.default] }.freeze
     # What Sonde::Native.start takes, in one frozen Hash (see #native_settings).
-    NATIVE = %i[rate max_frames signals overhead_target gc].freeze
+    NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap].freeze
 
     attr_reader(*SETTINGS.map(&:name), :sources, :export_specs)
 
@@ -88,6 +99,7 @@ module Sonde
         @sources[setting.name] = source
       end
       @service ||= Options.default_service
+      check_heap_needs_allocations
       @export_specs = check_export
       @sources.freeze
       freeze
@@ -97,9 +109,16 @@ module Sonde
       SETTINGS.to_h { |setting| [setting.name, public_send(setting.name)] }
     end
 
+    # Whether allocations are sampled: heap: true samples them too (the
+    # live heap is made of sampled allocations).
+    def samples_allocations?
+      alloc || heap
+    end
+
     # The one argument Sonde::Native.start takes.
     def native_settings
-      { rate: rate, max_frames: max_frames, signals: signals, overhead_target: overhead_target.to_f, gc: gc }.freeze
+      { rate: rate, max_frames: max_frames, signals: signals, overhead_target: overhead_target.to_f, gc: gc,
+        alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap }.freeze
     end
 
     # The program's name, for the service tag when none is given.
@@ -145,6 +164,15 @@ module Sonde
       raise Sonde::ArgumentError, yield if checked.equal?(Setting::REFUSED)
 
       checked
+    end
+
+    # heap: true with an explicit alloc: false asks for a live heap made of
+    # allocation samples while refusing them: say so rather than pick one.
+    def check_heap_needs_allocations
+      return unless heap && !alloc && @sources[:alloc] != "default"
+
+      raise Sonde::ArgumentError, "heap: true needs allocation sampling, but #{@sources[:alloc] == "keyword" ? "alloc: false" : "#{@sources[:alloc]}=0"} " \
+                                  "turns it off; drop that setting (heap: true samples allocations by itself)"
     end
 
     # The export value's entries, read against the exporter registry: an

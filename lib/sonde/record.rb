@@ -10,9 +10,6 @@ module Sonde
   module Record
     OUTPUT_VARIABLE = "SONDE_RECORD_OUTPUT"
     PARENT_VARIABLE = "SONDE_RECORD_PARENT_PID"
-    RATE_VARIABLE = "SONDE_RATE"
-    MAX_FRAMES_VARIABLE = "SONDE_MAX_FRAMES"
-    NO_SIGNALS_VARIABLE = "SONDE_NO_SIGNALS"
 
     module_function
 
@@ -24,10 +21,18 @@ module Sonde
         OUTPUT_VARIABLE => output,
         PARENT_VARIABLE => parent_pid.to_s,
       }
-      env[RATE_VARIABLE] = options[:rate].to_s if options.key?(:rate)
-      env[MAX_FRAMES_VARIABLE] = options[:max_frames].to_s if options.key?(:max_frames)
-      env[NO_SIGNALS_VARIABLE] = "1" if options[:signals] == false
+      options.each { |name, value| env[Options::BY_NAME.fetch(name).variable] = variable_text(name, value) }
       env
+    end
+
+    # A setting's value as its SONDE_* variable spells it (SONDE_NO_SIGNALS
+    # says the opposite of signals:).
+    def variable_text(name, value)
+      case Options::BY_NAME.fetch(name).text
+      when :boolean then value ? "1" : "0"
+      when :negated_boolean then value ? "0" : "1"
+      else value.to_s
+      end
     end
 
     # out.pprof -> out.<pid>.pprof
@@ -55,7 +60,7 @@ module Sonde
         warn "sonde: not profiling process #{Process.pid}: #{Sonde.unsupported_reason}"
         return
       end
-      Sonde.start # SONDE_RATE, SONDE_MAX_FRAMES, SONDE_NO_SIGNALS come from the environment
+      Sonde.start # the settings `sonde record` was given come in SONDE_* variables
       Sonde.on_exec { |profile| write(profile) }
       at_exit { finish }
     rescue Sonde::Error => e

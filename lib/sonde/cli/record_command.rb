@@ -8,7 +8,8 @@ require_relative "../flamegraph"
 
 module Sonde
   module CLI
-    # `sonde record [-o FILE] [--rate HZ] [--max-frames N] [--no-signals] -- CMD ARGS...`
+    # `sonde record [-o FILE] [--rate HZ] [--max-frames N] [--alloc] [--heap] [--alloc-interval N]
+    #  [--no-signals] -- CMD ARGS...`
     #
     # Runs CMD with Sonde injected into every Ruby process it starts (through
     # RUBYOPT, so `bundle exec`, `rake` and an exec into Ruby are followed).
@@ -64,6 +65,17 @@ module Sonde
           opts.on("--open", "write the flame graph page and open it in a browser") do
             @format = "html"
             @open = true
+          end
+          opts.on("--alloc", "also sample allocations: alloc-samples, by allocating stack and class") do
+            @options[:alloc] = true
+          end
+          opts.on("--heap", "also record the live heap at exit (heap-live-samples, heap-live-size; implies --alloc)") do
+            @options[:heap] = true
+          end
+          opts.on("--alloc-interval N", Integer, "allocations per allocation sample, on average, " \
+                                                 "#{Options::ALLOC_INTERVAL_RANGE.min}-#{Options::ALLOC_INTERVAL_RANGE.max} " \
+                                                 "(default: #{Options::DEFAULTS[:alloc_interval]})") do |v|
+            @options[:alloc_interval] = v
           end
           opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see README)") do
             @options[:signals] = false

@@ -1,0 +1,385 @@
+// alloc_source.c: allocation samples and the live heap (see the header).
+//
+// Contexts. on_newobj_no_alloc runs inside Ruby's object allocation, on the
+// allocating thread, with the GVL: it must not allocate a Ruby object (that
+// would re-enter the allocator, and maybe the GC, from inside it), call
+// Ruby or raise; it does not malloc either, so that its cost stays a
+// countdown and, one time in alloc_interval, a stack read. It counts down,
+// and on a sampled allocation reads the thread's own stack into a slot of
+// the source's capture buffer (memory allocated at start), tracks the
+// object, and triggers the postponed job. on_freeobj_no_alloc runs during
+// GC for every freed object: one hash probe, nothing else. A CPU timer's
+// SIGPROF may interrupt either hook: the handler writes the run's own
+// capture buffer, never this one, and reads the stack without writing it.
+// Everything else runs with the GVL, outside GC.
+//
+// GC.compact (and auto-compaction) moves objects without telling FREEOBJ:
+// the tracked addresses would then name other objects. The compaction
+// count is checked before the tracked set is used, and a set that a
+// compaction made stale is dropped (counted in heap_compaction_resets).
+#include "alloc_source.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ruby/debug.h>
+
+#include "capture_buffer.h"
+#include "clocks.h"
+#include "heap_tracker.h"
+#include "labels.h"
+#include "own_threads.h"
+#include "recorder_slots.h"
+#include "stacks.h"
+#include "thread_contexts.h"
+#include "vm.h"
+
+// Samples waiting for the postponed job. The job runs at the allocating
+// thread's next safe point, a few allocations later: a handful are ever
+// pending, unless the interval is tiny.
+#define ALLOC_CAPTURE_SLOTS 64
+// A gap never longer than this many intervals (a random draw near zero).
+#define MAX_GAP_INTERVALS 64
+
+// ObjectSpace.memsize_of's C function: exported by libruby, declared only in
+// its internal headers.
+size_t rb_obj_memsize_of(VALUE object);
+
+struct alloc_source {
+  uint32_t interval;
+  bool heap;
+  uint32_t max_frames;
+  VALUE newobj_hook, freeobj_hook;
+  bool running; // the hooks are on: the tracked set is current
+  // The hook's countdown to the next sample, and the gap it started from
+  // (the sample's weight).
+  uint64_t countdown;
+  uint64_t gap;
+  uint64_t random_state;
+  double log_keep_probability; // log(1 - 1/interval)
+  capture_buffer *captures;
+  heap_tracker *tracker; // NULL without heap
+  recorder_frame *frames; // max_frames + 1: one sample's stack, in recording and in the hook's fallback
+  size_t compactions_seen;
+  // Stats.
+  uint64_t allocations; // the weights of every sample taken
+  uint64_t samples;     // recorded
+  uint64_t inconsistent_stacks, recording_failures, compaction_resets, heap_samples;
+};
+
+static uint64_t next_random(alloc_source *alloc) {
+  // xorshift64*: no state but one word, no allocation, good enough to
+  // decorrelate the gaps from any allocation pattern.
+  uint64_t x = alloc->random_state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  alloc->random_state = x;
+  return x * UINT64_C(0x2545f4914f6cdd1d);
+}
+
+// A geometric gap with mean interval: the number of allocations up to and
+// including the next sampled one, as if each were sampled with
+// probability 1 / interval.
+static uint64_t draw_gap(alloc_source *alloc) {
+  if (alloc->interval <= 1) return 1;
+  double uniform = ((double)(next_random(alloc) >> 11) + 1.0) / 9007199254740992.0; // (0, 1]
+  double gap = 1.0 + floor(log(uniform) / alloc->log_keep_probability);
+  double max_gap = (double)alloc->interval * MAX_GAP_INTERVALS;
+  return gap > max_gap ? (uint64_t)max_gap : (uint64_t)gap;
+}
+
+alloc_source *alloc_source_new(const run_settings *settings) {
+  alloc_source *alloc = calloc(1, sizeof(*alloc));
+  if (alloc == NULL) return NULL;
+  alloc->interval = settings->alloc_interval;
+  alloc->heap = settings->heap;
+  alloc->max_frames = settings->max_frames;
+  alloc->newobj_hook = Qnil;
+  alloc->freeobj_hook = Qnil;
+  alloc->random_state = (uint64_t)clocks_monotonic_ns() | 1;
+  alloc->log_keep_probability = alloc->interval > 1 ? log(1.0 - 1.0 / alloc->interval) : 0;
+  alloc->captures = capture_buffer_new(ALLOC_CAPTURE_SLOTS, settings->max_frames);
+  alloc->frames = calloc((size_t)settings->max_frames + 1, sizeof(recorder_frame));
+  if (alloc->heap) alloc->tracker = heap_tracker_new(ALLOC_HEAP_MAX_OBJECTS, settings->max_frames + 1);
+  if (!alloc->captures || !alloc->frames || (alloc->heap && !alloc->tracker)) {
+    alloc_source_free(alloc);
+    return NULL;
+  }
+  alloc->gap = draw_gap(alloc);
+  alloc->countdown = alloc->gap;
+  return alloc;
+}
+
+void alloc_source_free(alloc_source *alloc) {
+  if (alloc == NULL) return;
+  capture_buffer_free(alloc->captures);
+  heap_tracker_free(alloc->tracker);
+  free(alloc->frames);
+  free(alloc);
+}
+
+bool alloc_source_samples_allocations(const sonde_run *run) { return run->alloc != NULL; }
+
+bool alloc_source_tracks_heap(const sonde_run *run) { return run->alloc != NULL && run->alloc->heap; }
+
+// ---------------------------------------------------------------------------
+// Inside allocation (NEWOBJ) and GC (FREEOBJ).
+
+// The calling thread's tid, cached; 0 in a forked child's surviving thread
+// until it allocates again (reset by an atfork handler).
+static __thread int32_t alloc_thread_tid __attribute__((tls_model("initial-exec")));
+
+static void forget_tid_in_child(void) { alloc_thread_tid = 0; }
+
+static int32_t current_tid(void) {
+  if (alloc_thread_tid == 0) alloc_thread_tid = (int32_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
+  return alloc_thread_tid;
+}
+
+// The thread's own stack into the slot. Where the VM cannot have its stack
+// read from a signal handler (3.1 with YJIT) it is read the usual way: the
+// hook holds the GVL, and vm_thread_frames allocates nothing once its
+// scratch is grown (start_alloc grows it).
+static bool read_stack_no_alloc(alloc_source *alloc, capture *slot) {
+  const void *self = vm_current_thread_handle();
+  int32_t got = vm_capture_own_stack_signal_safe(self, slot->frame_ids, slot->lines, alloc->max_frames,
+                                                 &slot->total_depth);
+  if (got >= 0) {
+    slot->depth = (uint32_t)got;
+    return true;
+  }
+  if (got != VM_CAPTURE_LATER) return false;
+  uint32_t kept = vm_thread_frames(self, alloc->frames, alloc->max_frames, &slot->total_depth);
+  for (uint32_t i = 0; i < kept; i++) {
+    slot->frame_ids[i] = alloc->frames[i].frame_id;
+    slot->lines[i] = alloc->frames[i].line;
+  }
+  slot->depth = kept;
+  return true;
+}
+
+static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
+  uint64_t weight = alloc->gap;
+  alloc->gap = draw_gap(alloc);
+  alloc->countdown = alloc->gap;
+  alloc->allocations += weight;
+
+  VALUE object = rb_tracearg_object(rb_tracearg_from_tracepoint(tracepoint));
+  capture *slot = capture_buffer_claim_signal_safe(alloc->captures);
+  if (slot == NULL) return; // counted by the buffer
+  if (!read_stack_no_alloc(alloc, slot)) {
+    alloc->inconsistent_stacks++;
+    capture_buffer_abandon_signal_safe(alloc->captures, slot);
+    return;
+  }
+  slot->kind = CAPTURE_ALLOC;
+  slot->tid = current_tid();
+  slot->sequence = capture_buffer_next_sequence_signal_safe(alloc->captures);
+  slot->label_set = labels_current_signal_safe();
+  labels_current_trace_signal_safe(&slot->trace);
+  slot->object = object;
+  // Hidden objects (the VM's own) have no class: 0, named at export.
+  slot->object_class = RBASIC_CLASS(object);
+  slot->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
+  if (alloc->tracker != NULL) {
+    heap_tracker_track_no_alloc(alloc->tracker, object, slot->object_class, slot->weight, slot->tid, slot->sequence);
+  }
+  capture_buffer_publish_signal_safe(alloc->captures, slot);
+  vm_postponed_job_trigger_signal_safe();
+}
+
+static void on_newobj_no_alloc(VALUE tracepoint, void *data) {
+  alloc_source *alloc = data;
+  if (--alloc->countdown > 0) return;
+  take_sample_no_alloc(alloc, tracepoint);
+}
+
+static void on_freeobj_no_alloc(VALUE tracepoint, void *data) {
+  alloc_source *alloc = data;
+  heap_tracker_forget_no_alloc(alloc->tracker, rb_tracearg_object(rb_tracearg_from_tracepoint(tracepoint)));
+}
+
+// ---------------------------------------------------------------------------
+// Recording, with the GVL.
+
+static size_t compaction_count(void) {
+  static VALUE key = Qnil;
+  if (NIL_P(key)) key = ID2SYM(rb_intern("compact_count"));
+  return rb_gc_stat(key);
+}
+
+// A compaction since the set was last checked moved objects the set names
+// by their old addresses: drop it all.
+static void reset_heap_if_compacted(alloc_source *alloc) {
+  size_t compactions = compaction_count();
+  if (compactions == alloc->compactions_seen) return;
+  alloc->compactions_seen = compactions;
+  if (heap_tracker_count(alloc->tracker) > 0) alloc->compaction_resets++;
+  heap_tracker_clear(alloc->tracker);
+}
+
+typedef struct {
+  sonde_run *run;
+  bool keep_unmet;
+} alloc_drain;
+
+static bool record_for_thread(sonde_run *run, thread_context *context, int64_t tid, const recorder_frame *frames,
+                              uint32_t depth, recorder_context *sample_context, const int64_t *values) {
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id;
+  if (recorder_intern_stack(rec, frames, depth, &stack_id) != 0) return false;
+  bool named;
+  if (context != NULL) {
+    named = thread_context_recorder_index(context, rec, &sample_context->thread_index);
+  } else {
+    char name[THREAD_NAME_SIZE];
+    snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+    named = recorder_intern_thread(rec, tid, name, &sample_context->thread_index) == 0;
+  }
+  return named && recorder_add(rec, stack_id, sample_context, values) == 0;
+}
+
+static capture_verdict record_alloc_capture(const capture *captured, void *data) {
+  alloc_drain *drain = data;
+  sonde_run *run = drain->run;
+  alloc_source *alloc = run->alloc;
+  thread_context *context = thread_contexts_find_by_tid(run->contexts, captured->tid);
+  // Sonde's own threads (the flusher, exporters) are not profiled.
+  if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
+  if (context == NULL && drain->keep_unmet) return CAPTURE_KEPT;
+  uint32_t depth = stacks_from_capture(captured, alloc->frames, alloc->max_frames);
+  if (alloc->tracker != NULL &&
+      heap_tracker_set_stack(alloc->tracker, captured->object, captured->sequence, alloc->frames, depth) != 0) {
+    alloc->recording_failures++;
+  }
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = captured->weight};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING,
+                                     .label_set = captured->label_set,
+                                     .trace = captured->trace,
+                                     .object_class = captured->object_class};
+  if (record_for_thread(run, context, captured->tid, alloc->frames, depth, &sample_context, values)) {
+    alloc->samples++;
+  } else {
+    alloc->recording_failures++;
+  }
+  return CAPTURE_TAKEN;
+}
+
+void alloc_source_record_captures(sonde_run *run, bool keep_unmet) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL) return;
+  if (alloc->tracker != NULL && alloc->running) reset_heap_if_compacted(alloc);
+  alloc_drain drain = {run, keep_unmet};
+  capture_buffer_drain(alloc->captures, record_alloc_capture, &drain);
+  if (alloc->tracker != NULL) heap_tracker_tidy(alloc->tracker);
+}
+
+static void record_live_object(const heap_object *object, const recorder_frame *frames, uint32_t depth, void *data) {
+  sonde_run *run = data;
+  size_t size = rb_obj_memsize_of((VALUE)object->object);
+  int64_t values[RECORDER_VALUE_COUNT] = {
+      [RECORDER_HEAP_LIVE_SAMPLES] = object->weight,
+      [RECORDER_HEAP_LIVE_BYTES] = (int64_t)size * object->weight,
+  };
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = object->object_class};
+  thread_context *context = thread_contexts_find_by_tid(run->contexts, object->tid);
+  if (record_for_thread(run, context, object->tid, frames, depth, &sample_context, values)) {
+    run->alloc->heap_samples++;
+  } else {
+    run->alloc->recording_failures++;
+  }
+}
+
+void alloc_source_record_heap(sonde_run *run) {
+  alloc_source *alloc = run->alloc;
+  // Once the hooks are off, frees go unseen: the set may name dead objects.
+  if (alloc == NULL || alloc->tracker == NULL || !alloc->running) return;
+  alloc_source_record_captures(run, false); // every survivor with its stack
+  heap_tracker_each(alloc->tracker, record_live_object, run);
+}
+
+// ---------------------------------------------------------------------------
+// The allocation source.
+
+static sonde_status start_alloc(sonde_run *run, char *error, size_t error_size) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL) return SONDE_OK;
+  static bool atfork_registered; // with the GVL
+  if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, forget_tid_in_child) == 0;
+  if (alloc->tracker != NULL) {
+    alloc->compactions_seen = compaction_count();
+    alloc->freeobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, on_freeobj_no_alloc, alloc);
+    rb_tracepoint_enable(alloc->freeobj_hook);
+  }
+  // Grows the frame reader's scratch now, so the hook's fallback read never has to.
+  uint32_t unused_depth;
+  vm_thread_frames(vm_current_thread_handle(), alloc->frames, alloc->max_frames, &unused_depth);
+  alloc->newobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, on_newobj_no_alloc, alloc);
+  rb_tracepoint_enable(alloc->newobj_hook);
+  alloc->running = true;
+  return SONDE_OK;
+}
+
+static void stop_alloc(sonde_run *run) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL) return;
+  alloc->running = false;
+  if (!NIL_P(alloc->newobj_hook)) rb_tracepoint_disable(alloc->newobj_hook);
+  if (!NIL_P(alloc->freeobj_hook)) rb_tracepoint_disable(alloc->freeobj_hook);
+}
+
+static void mark_class_of(const capture *slot, void *unused) {
+  if (slot->object_class != 0) rb_gc_mark((VALUE)slot->object_class);
+}
+
+static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
+
+static void mark_alloc(const sonde_run *run) {
+  const alloc_source *alloc = run->alloc;
+  if (alloc == NULL) return;
+  rb_gc_mark(alloc->newobj_hook);
+  rb_gc_mark(alloc->freeobj_hook);
+  capture_buffer_each_published(alloc->captures, mark_class_of, NULL);
+  capture_buffer_each_published_frame(alloc->captures, mark_frame, NULL);
+  if (alloc->tracker != NULL) heap_tracker_each_frame(alloc->tracker, stacks_mark);
+}
+
+#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
+
+static void add_alloc_stats(const sonde_run *run, VALUE stats) {
+  const alloc_source *alloc = run->alloc;
+  rb_hash_aset(stats, ID2SYM(rb_intern("alloc")), alloc != NULL ? Qtrue : Qfalse);
+  rb_hash_aset(stats, ID2SYM(rb_intern("heap")), alloc != NULL && alloc->heap ? Qtrue : Qfalse);
+  PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
+  PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
+  PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
+  PUT(stats, "alloc_dropped_samples",
+      alloc != NULL ? capture_buffer_drops(alloc->captures) + alloc->inconsistent_stacks + alloc->recording_failures
+                    : 0);
+  bool heap = alloc != NULL && alloc->tracker != NULL;
+  PUT(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
+  PUT(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
+  PUT(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
+  PUT(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
+  PUT(stats, "heap_samples", heap ? alloc->heap_samples : 0);
+}
+
+// In a forked child the hooks still run (the child's Process._fork hook
+// stops the run), on the one thread left: only the captures other threads
+// left half-written are forgotten. (The cached tid has its own atfork
+// handler.)
+static void forget_alloc_after_fork(sonde_run *run) {
+  if (run->alloc != NULL) capture_buffer_reset(run->alloc->captures);
+}
+
+const event_source alloc_event_source = {
+    .name = "alloc",
+    .start = start_alloc,
+    .stop = stop_alloc,
+    .mark = mark_alloc,
+    .add_stats = add_alloc_stats,
+    .forget_after_fork = forget_alloc_after_fork,
+};

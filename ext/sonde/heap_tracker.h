@@ -1,0 +1,80 @@
+// heap_tracker.h: the sampled objects that are still alive, for live-heap
+// profiles. Each sampled allocation is tracked by its object's address
+// until the GC frees it; at a flush the survivors are read back with the
+// stack that allocated them, their class, their weight (the allocations
+// their sample stands for) and the thread that allocated them.
+//
+// Pure C, no Ruby: objects, classes and frames are opaque numbers here.
+// Unit-tested under AddressSanitizer (test/c/heap_tracker_test.c).
+//
+// Contexts. track_no_alloc runs in Ruby's NEWOBJ hook, forget_no_alloc in
+// its FREEOBJ hook (during GC, once per freed object): both touch only
+// memory allocated at creation, allocate nothing and take no lock. Every
+// other function runs with the GVL, outside GC, and may allocate. Ruby
+// runs these one at a time (they all hold the GVL, and the GC runs on the
+// thread that holds it), so the tracker needs no atomics.
+//
+// Bounded: at most max_objects objects are tracked; a sample that finds
+// the tracker full is not tracked and is counted (heap_tracker_drops).
+#ifndef SONDE_HEAP_TRACKER_H
+#define SONDE_HEAP_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "recorder.h"
+
+typedef struct heap_tracker heap_tracker;
+
+// A tracked object, as the visitor of heap_tracker_each sees it.
+typedef struct {
+  uint64_t object;
+  uint64_t object_class;
+  int64_t tid;     // the thread that allocated it
+  uint32_t weight; // the allocations its sample stands for
+} heap_object;
+
+// frame_capacity: the deepest stack kept (the run's max_frames + 1 for the
+// truncation marker). NULL when out of memory or max_objects is 0.
+heap_tracker *heap_tracker_new(uint32_t max_objects, uint32_t frame_capacity);
+void heap_tracker_free(heap_tracker *tracker);
+
+// In the NEWOBJ hook: starts tracking object, sampled by the capture
+// numbered sequence, whose stack heap_tracker_set_stack gives later.
+// Returns false when the tracker is full (counted).
+bool heap_tracker_track_no_alloc(heap_tracker *tracker, uint64_t object, uint64_t object_class, uint32_t weight,
+                                 int64_t tid, uint64_t sequence);
+
+// In the FREEOBJ hook, for every object the GC frees: stops tracking it if
+// it was tracked. One hash probe for an object that was not.
+void heap_tracker_forget_no_alloc(heap_tracker *tracker, uint64_t object);
+
+// With the GVL: the stack of the object sampled by capture `sequence`. An
+// object freed meanwhile (or whose address now holds a later sample) is
+// left alone. Returns -1 when out of memory (the object is then no longer
+// tracked), else 0.
+int heap_tracker_set_stack(heap_tracker *tracker, uint64_t object, uint64_t sequence, const recorder_frame *frames,
+                           uint32_t depth);
+
+// With the GVL: calls visit for every tracked object whose stack is known,
+// with that stack (leaf first).
+typedef void heap_object_visitor(const heap_object *object, const recorder_frame *frames, uint32_t depth, void *data);
+void heap_tracker_each(heap_tracker *tracker, heap_object_visitor *visit, void *data);
+
+// With the GVL, outside GC: clears the slots freed objects left behind and
+// drops stacks no tracked object uses any more, so that neither grows
+// without bound. Allocates only for the latter; out of memory, it keeps
+// what it has.
+void heap_tracker_tidy(heap_tracker *tracker);
+
+// Forgets every object (after GC.compact moved them, or in a forked child).
+void heap_tracker_clear(heap_tracker *tracker);
+
+// For the GC mark phase: every frame id the stacks hold.
+void heap_tracker_each_frame(const heap_tracker *tracker, void (*visit)(uint64_t frame_id));
+
+uint32_t heap_tracker_count(const heap_tracker *tracker);
+uint64_t heap_tracker_drops(const heap_tracker *tracker);
+uint32_t heap_tracker_capacity(const heap_tracker *tracker);
+
+#endif
