@@ -1,0 +1,124 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# Allocation and live-heap profiles against workloads that know what they
+# allocated (test/workloads/known_allocations.rb): counts per method and
+# class, a pattern a fixed interval would alias, survivors and their
+# release, GC.compact, threads and labels. Each runs in its own process.
+class AllocationTest < Minitest::Test
+  include SondeTestHelper
+
+  def setup
+    @dir = Dir.mktmpdir("sonde-alloc")
+  end
+
+  def teardown
+    FileUtils.remove_entry(@dir)
+  end
+
+  def profile_of(mode, interval = nil)
+    out = File.join(@dir, "#{mode}.pprof")
+    facts = run_workload("known_allocations", mode, out, *interval&.to_s)
+    [facts, Sonde::Pprof.read(out), out]
+  end
+
+  def class_of(sample)
+    sample.labels["allocation class"]
+  end
+
+  def alloc_total(profile, klass, method = nil)
+    total(profile, "alloc-samples") do |s|
+      class_of(s) == klass && (method.nil? || in_function?(profile, s, method))
+    end
+  end
+
+  def test_estimated_counts_per_method_and_class_are_within_ten_percent
+    facts, profile, out = profile_of("counts")
+    assert_within facts["foo"], alloc_total(profile, "Foo", "Object#make_foos").to_f, 0.10, "Foo from make_foos"
+    assert_within facts["bar"], alloc_total(profile, "Bar", "Object#make_bars").to_f, 0.10, "Bar from make_bars"
+    assert_equal 0, alloc_total(profile, "Foo", "Object#make_bars"), "no Foo is allocated by make_bars"
+    assert_equal 0, alloc_total(profile, "Bar", "Object#make_foos"), "no Bar is allocated by make_foos"
+    # Each sample weighs the allocations since the previous one: the total
+    # is the number of allocations the hook saw, to the object.
+    stats = facts["stats"]
+    assert_equal 0, stats["alloc_dropped_samples"]
+    # (The stats were read before the stop, which records a few more.)
+    assert_operator total(profile, "alloc-samples"), :>=, stats["allocations_sampled_over"],
+                    "alloc-samples totals every allocation sampled over"
+    assert_equal 1024, stats["alloc_interval"], "the default interval"
+    assert_go_pprof_reads(out)
+    assert_go_pprof_sample_index(out, "alloc-samples", "Object#make_foos")
+  end
+
+  # Every 8th allocation is a Baz. A sampler taking every 8th allocation
+  # would see only Baz or none; random gaps see each class in proportion.
+  def test_a_pattern_in_step_with_the_interval_does_not_hide
+    facts, profile, = profile_of("counts", 8)
+    baz = alloc_total(profile, "Baz", "Object#make_pattern").to_f
+    qux = alloc_total(profile, "Qux", "Object#make_pattern").to_f
+    assert_within facts["baz"], baz, 0.10, "Baz, every 8th allocation"
+    assert_within facts["qux"], qux, 0.10, "Qux, the other seven"
+  end
+
+  def test_allocation_samples_take_no_cpu_or_wall_time_and_cpu_samples_no_allocations
+    _facts, profile, = profile_of("counts")
+    alloc = profile.value_index("alloc-samples")
+    time_types = %w[cpu-time cpu-samples wall-time wall-samples].map { |type| profile.value_index(type) }
+    profile.samples.each do |sample|
+      if sample.values[alloc].positive?
+        assert time_types.all? { |i| sample.values[i].zero? }, "an allocation sample carries no time"
+        refute_nil class_of(sample)
+      else
+        assert_nil class_of(sample), "a time sample has no allocation class"
+      end
+    end
+    assert_operator total(profile, "cpu-samples"), :>, 0, "CPU sampling goes on"
+    assert_nil profile.value_index("heap-live-samples"), "no heap types without heap: true"
+  end
+
+  def test_live_heap_counts_the_survivors_and_forgets_them_once_freed
+    facts, profile, out = profile_of("heap")
+    live = total(profile, "heap-live-samples") { |s| class_of(s) == "Foo" && in_function?(profile, s, "Object#make_survivors") }
+    assert_within facts["survivors"], live.to_f, 0.15, "live Foo allocated by make_survivors"
+    garbage = total(profile, "heap-live-samples") { |s| in_function?(profile, s, "Object#make_garbage") }
+    assert_operator garbage, :<, facts["survivors"] * 0.02, "the dropped objects are not live"
+    # heap-live-size is each survivor's memsize_of, times its weight.
+    size = total(profile, "heap-live-size") { |s| class_of(s) == "Foo" && in_function?(profile, s, "Object#make_survivors") }
+    assert_equal live * facts["foo_memsize"], size
+    # Allocations are there too: heap: true samples them.
+    assert_within 1_000_000, alloc_total(profile, "Foo").to_f, 0.10, "Foo allocations"
+    assert_go_pprof_sample_index(out, "heap-live-size", "Object#make_survivors")
+
+    after = Sonde::Pprof.read("#{out}.after")
+    left = total(after, "heap-live-samples") { |s| class_of(s) == "Foo" }
+    assert_operator left, :<, facts["survivors"] * 0.01, "after the survivors are dropped and GC runs, they are gone"
+    assert_operator facts["stats"]["heap_tracked_objects"], :<, 20, "the freed survivors left the tracked set"
+  end
+
+  def test_gc_compact_resets_the_tracked_set_and_tracking_goes_on
+    facts, profile, = profile_of("compaction")
+    stats = facts["stats"]
+    assert_operator stats["heap_compaction_resets"], :>=, 1, "GC.compact moved the tracked objects: the set was reset"
+    live = total(profile, "heap-live-samples") { |s| class_of(s) == "Foo" }
+    # Only what was allocated after the compaction is tracked (50,000).
+    assert_within facts["survivors_after_compaction"], live.to_f, 0.15, "survivors tracked after GC.compact"
+  end
+
+  def test_samples_carry_their_thread_and_labels
+    _facts, profile, = profile_of("threads")
+    allocator = total(profile, "alloc-samples") { |s| thread_name(s) == "allocator" && class_of(s) == "Foo" }
+    labelled = total(profile, "alloc-samples") { |s| s.labels["phase"] == "labelled" && class_of(s) == "Foo" }
+    assert_within 200_000, allocator.to_f, 0.10, "Foo allocated on the allocator thread"
+    assert_within 100_000, labelled.to_f, 0.10, "Foo allocated inside with_labels"
+  end
+
+  def assert_go_pprof_sample_index(path, index, function)
+    return unless go_available?
+
+    stdout, stderr, status = Open3.capture3("go", "tool", "pprof", "-top", "-nodefraction=0", "-sample_index=#{index}", path)
+    assert status.success?, "go tool pprof -sample_index=#{index} failed:\n#{stderr}"
+    assert_match(/Type: #{index}/, stdout)
+    assert_includes stdout, function
+  end
+end

@@ -1,0 +1,79 @@
+# frozen_string_literal: true
+
+# Allocates known numbers of objects of known classes from known methods,
+# with Sonde sampling allocations (and the live heap), and prints what it
+# really did as one JSON line. Usage: known_allocations.rb MODE OUT [INTERVAL]
+#   counts:     1,000,000 Foo from make_foos, 250,000 Bar from make_bars, and
+#               200,000 Qux/Baz from make_pattern, where every 8th object is
+#               a Baz (a pattern a fixed sampling interval of 8 would alias)
+#   heap:       100,000 Foo kept alive by make_survivors, 900,000 dropped by
+#               make_garbage; OUT gets the profile of a flush after GC, and
+#               OUT.after that of the stop, after the survivors are dropped
+#   compaction: the heap mode's survivors, then GC.compact, then more survivors
+#   threads:    200,000 Foo on a thread named "allocator", 100,000 on main,
+#               inside Sonde.with_labels(phase: "labelled")
+require "json"
+require "objspace"
+require "sonde"
+
+class Foo; end
+class Bar; end
+class Baz; end
+class Qux; end
+
+def make_foos(count) = count.times { Foo.new }
+def make_bars(count) = count.times { Bar.new }
+
+def make_pattern(count)
+  i = 0
+  while i < count
+    (i % 8).zero? ? Baz.new : Qux.new
+    i += 1
+  end
+end
+
+def make_survivors(count) = Array.new(count) { Foo.new }
+def make_garbage(count) = count.times { Foo.new }
+
+mode, out, interval = ARGV
+options = { alloc_interval: Integer(interval || Sonde::Options::DEFAULT_ALLOC_INTERVAL) }
+options[mode == "counts" || mode == "threads" ? :alloc : :heap] = true
+facts = { "mode" => mode }
+Sonde.start(**options)
+case mode
+when "counts"
+  make_foos(1_000_000)
+  make_bars(250_000)
+  make_pattern(200_000)
+  facts["foo"] = 1_000_000
+  facts["bar"] = 250_000
+  facts["baz"] = 25_000
+  facts["qux"] = 175_000
+when "heap"
+  survivors = make_survivors(100_000)
+  make_garbage(900_000)
+  GC.start
+  File.binwrite(out, Sonde.flush.pprof)
+  facts["survivors"] = survivors.size
+  facts["foo_memsize"] = ObjectSpace.respond_to?(:memsize_of) ? ObjectSpace.memsize_of(survivors.first) : nil
+  survivors = nil
+  GC.start
+  GC.start
+  out += ".after"
+when "compaction"
+  survivors = make_survivors(100_000)
+  GC.compact
+  more = make_survivors(50_000)
+  GC.start
+  facts["survivors_after_compaction"] = more.size
+  facts["kept"] = survivors.size
+when "threads"
+  Thread.new do
+    Thread.current.name = "allocator"
+    make_foos(200_000)
+  end.join
+  Sonde.with_labels(phase: "labelled") { make_foos(100_000) }
+end
+facts["stats"] = Sonde.stats.transform_keys(&:to_s)
+File.binwrite(out, Sonde.stop.pprof)
+puts JSON.generate(facts)
