@@ -43,6 +43,18 @@ class CliRecordTest < Minitest::Test
     assert_go_pprof_reads(out)
   end
 
+  def test_alloc_and_heap_flags_add_their_sample_types
+    out = File.join(@dir, "alloc.pprof")
+    _stdout, stderr, status = run_sonde("record", "-o", out, "--heap", "--alloc-interval", "64", "--",
+                                        RbConfig.ruby, "-e", "class Kept; end; $kept = Array.new(20_000) { Kept.new }")
+    assert status.success?, stderr
+    profile = Sonde::Pprof.read(out)
+    kept = ->(type) { total(profile, type) { |s| s.labels["allocation class"] == "Kept" } }
+    assert_within 20_000, kept.call("alloc-samples").to_f, 0.2, "Kept allocated"
+    assert_within 20_000, kept.call("heap-live-samples").to_f, 0.2, "Kept alive at exit"
+    assert_go_pprof_reads(out)
+  end
+
   def test_format_html_also_writes_the_flame_graph_page
     out = File.join(@dir, "page.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--format", "html", "--", RbConfig.ruby, @app)
@@ -95,6 +107,7 @@ class CliRecordTest < Minitest::Test
       [%w[record --rate 0 -- true], /rate must be an Integer from 1 to 5000/],
       [%w[record --rate abc -- true], /invalid argument: --rate abc/],
       [%w[record --max-frames 0 -- true], /max_frames must be an Integer from 1 to 10000/],
+      [%w[record --alloc-interval 0 -- true], /alloc_interval must be an Integer from 1 to 10000000/],
       [%w[record --bogus -- true], /invalid option: --bogus/],
       [%w[record -o /nonexistent/dir/x.pprof -- true], %r{directory /nonexistent/dir does not exist}],
     ].each do |args, message|
@@ -114,7 +127,7 @@ class CliRecordTest < Minitest::Test
   def test_help_documents_every_option
     stdout, _stderr, status = run_sonde("record", "--help")
     assert status.success?
-    %w[--output --rate --max-frames --format --open --no-signals --help].each { |option| assert_includes stdout, option }
+    %w[--output --rate --max-frames --alloc --heap --alloc-interval --format --open --no-signals --help].each { |option| assert_includes stdout, option }
     stdout, _stderr, status = run_sonde("--help")
     assert status.success?
     assert_includes stdout, "record"

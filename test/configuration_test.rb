@@ -21,7 +21,25 @@ class ConfigurationTest < Minitest::Test
     assert_equal 60, defaults.every
     assert_equal "dir:sonde-profiles", defaults.export
     assert_equal({}, defaults.tags)
+    assert_equal [false, false, 1024], [defaults.alloc, defaults.heap, defaults.alloc_interval]
+    assert_equal 0, defaults.native_settings[:alloc_interval], "allocations are not sampled by default"
     assert(defaults.sources.values.all?("default"))
+  end
+
+  def test_allocation_settings_reach_the_native_side
+    assert_equal [256, false], options({ "SONDE_ALLOC" => "1", "SONDE_ALLOC_INTERVAL" => "256" })
+      .native_settings.values_at(:alloc_interval, :heap)
+    # heap: samples allocations by itself.
+    assert_equal [1024, true], options(heap: true).native_settings.values_at(:alloc_interval, :heap)
+    assert_equal [1024, true], options({ "SONDE_HEAP" => "yes" }).native_settings.values_at(:alloc_interval, :heap)
+    assert_equal 0, options(alloc_interval: 5).native_settings[:alloc_interval], "an interval alone turns nothing on"
+  end
+
+  def test_heap_with_allocations_turned_off_is_refused_saying_why
+    error = assert_raises(Sonde::ArgumentError) { options(heap: true, alloc: false) }
+    assert_match(/heap: true needs allocation sampling, but alloc: false turns it off/, error.message)
+    error = assert_raises(Sonde::ArgumentError) { options({ "SONDE_ALLOC" => "0" }, heap: true) }
+    assert_match(/but SONDE_ALLOC=0 turns it off/, error.message)
   end
 
   def test_every_variable_is_read_and_its_source_remembered
@@ -54,6 +72,9 @@ class ConfigurationTest < Minitest::Test
       "SONDE_OVERHEAD_TARGET" => ["50", /SONDE_OVERHEAD_TARGET="50": overhead_target must be a number above 0 and at most 20/],
       "SONDE_GC" => ["maybe", /SONDE_GC="maybe": gc must be true or false \(expected one of 1, true, yes, on, 0, false, no, off\)/],
       "SONDE_NO_SIGNALS" => ["2", /SONDE_NO_SIGNALS="2": expected one of/],
+      "SONDE_ALLOC" => ["lots", /SONDE_ALLOC="lots": alloc must be true or false/],
+      "SONDE_HEAP" => ["2", /SONDE_HEAP="2": heap must be true or false/],
+      "SONDE_ALLOC_INTERVAL" => ["0", /SONDE_ALLOC_INTERVAL="0": alloc_interval must be an Integer from 1 to 10000000 \(allocations per sample, on average\)/],
       "SONDE_EVERY" => ["0", /SONDE_EVERY="0": every must be a number of seconds from 1 to 3600/],
       "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT="ftp:\/\/x": not accepted: unknown exporter "ftp"; accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL/],
       "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be .*"key:value,key:value" \("team" is not key:value\)/],
@@ -72,6 +93,9 @@ class ConfigurationTest < Minitest::Test
       { tags: { "a" => 1 } } => /tags must be a Hash of String\/Symbol => String/,
       { continuous: "yes" } => /continuous must be true or false/,
       { gc: nil } => /gc must be true or false/,
+      { alloc: 1 } => /alloc must be true or false, got 1/,
+      { alloc_interval: 1.5 } => /alloc_interval must be an Integer from 1 to 10000000 .*, got 1.5/,
+      { alloc_interval: 0 } => /alloc_interval must be an Integer from 1 to 10000000 .*, got 0/,
     }.each do |keywords, message|
       error = assert_raises(Sonde::ArgumentError, keywords.inspect) { options(**keywords) }
       assert_match message, error.message
