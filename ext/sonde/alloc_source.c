@@ -36,10 +36,12 @@
 #include "thread_contexts.h"
 #include "vm.h"
 
-// Samples waiting for the postponed job. The job runs at the allocating
-// thread's next safe point, a few allocations later: a handful are ever
-// pending, unless the interval is tiny.
-#define ALLOC_CAPTURE_SLOTS 64
+// Samples waiting to be recorded. The job runs at the allocating thread's
+// next safe point, a few allocations later, but samples of a thread no pass
+// has met yet wait for the next pass: at tiny intervals with threads born
+// all the time (the alloc storm stress test, interval 4) 64 slots
+// overflowed, 256 did not. Pages never written cost nothing.
+#define ALLOC_CAPTURE_SLOTS 256
 // A gap never longer than this many intervals (a random draw near zero).
 #define MAX_GAP_INTERVALS 64
 

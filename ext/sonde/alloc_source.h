@@ -25,7 +25,9 @@
 #include "event_source.h"
 
 // The most sampled objects the heap tracker follows at once.
-#define ALLOC_HEAP_MAX_OBJECTS (1u << 17)
+// 32,768 samples stand for 33 million live objects at the default
+// interval; the table is then 4 MB (heap_tracker.c).
+#define ALLOC_HEAP_MAX_OBJECTS (1u << 15)
 
 // NULL when out of memory.
 alloc_source *alloc_source_new(const run_settings *settings);

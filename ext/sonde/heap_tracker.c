@@ -8,8 +8,8 @@
 // probing. The FREEOBJ hook runs for every object the GC frees, tracked or
 // not, so a probe for an absent object must end quickly: the table has four
 // slots per object it may hold, a freed entry becomes a tombstone (a probe
-// goes on past it), and tidy rebuilds the table without tombstones into a
-// second table allocated at creation, so rebuilding allocates nothing.
+// goes on past it), and tidy rebuilds the table without tombstones (into a
+// fresh table: the hooks never see one half-built).
 // Track refuses a new object once live entries and tombstones fill three
 // quarters of the slots, which bounds every probe until the next tidy.
 //
@@ -30,21 +30,23 @@
 // A store holding this many more stacks than twice the live objects is rebuilt.
 #define STACK_STORE_SLACK 1024
 
+// 32 bytes: the table is four slots per object, and its pages are all
+// touched once a few thousand objects are spread over it by their hash.
 typedef struct {
   uint64_t object; // EMPTY_OBJECT, TOMBSTONE, or the tracked object's address
   uint64_t object_class;
-  uint64_t sequence;
-  int64_t tid;
+  uint32_t sequence; // the low bits of the capture's: only ever compared with an in-flight capture's
+  int32_t tid;
   uint32_t weight;
   uint32_t stack_id; // in stacks, or STACK_PENDING
 } entry;
+_Static_assert(sizeof(entry) == 32, "a slot is 32 bytes");
 
 struct heap_tracker {
   uint32_t max_objects;
   uint32_t slot_count; // a power of two
   uint32_t shift;      // 64 - log2(slot_count)
   entry *slots;
-  entry *spare; // as large: tidy rebuilds into it, then swaps
   uint32_t live, tombstones;
   uint64_t drops;
   recorder *stacks;
@@ -68,10 +70,9 @@ heap_tracker *heap_tracker_new(uint32_t max_objects, uint32_t frame_capacity) {
   // Zeroed pages cost no memory until written, so a large table that
   // tracks few objects stays small.
   tracker->slots = calloc(slot_count, sizeof(entry));
-  tracker->spare = calloc(slot_count, sizeof(entry));
   tracker->frames = calloc(frame_capacity, sizeof(recorder_frame));
   tracker->stacks = recorder_new();
-  if (!tracker->slots || !tracker->spare || !tracker->frames || !tracker->stacks) {
+  if (!tracker->slots || !tracker->frames || !tracker->stacks) {
     heap_tracker_free(tracker);
     return NULL;
   }
@@ -81,7 +82,6 @@ heap_tracker *heap_tracker_new(uint32_t max_objects, uint32_t frame_capacity) {
 void heap_tracker_free(heap_tracker *tracker) {
   if (tracker == NULL) return;
   free(tracker->slots);
-  free(tracker->spare);
   free(tracker->frames);
   recorder_free(tracker->stacks);
   free(tracker);
@@ -102,7 +102,7 @@ static entry *find(const heap_tracker *tracker, uint64_t object) {
 }
 
 bool heap_tracker_track_no_alloc(heap_tracker *tracker, uint64_t object, uint64_t object_class, uint32_t weight,
-                                 int64_t tid, uint64_t sequence) {
+                                 int32_t tid, uint64_t sequence) {
   if (object <= TOMBSTONE) return false;
   uint32_t occupied = tracker->live + tracker->tombstones;
   if (tracker->live >= tracker->max_objects || occupied >= tracker->slot_count / 4 * 3) {
@@ -122,8 +122,8 @@ bool heap_tracker_track_no_alloc(heap_tracker *tracker, uint64_t object, uint64_
   }
   *target = (entry){.object = object,
                     .object_class = object_class,
-                    .sequence = sequence,
-                    .tid = tid,
+                    .sequence = (uint32_t)sequence,
+                    .tid = (int32_t)tid,
                     .weight = weight,
                     .stack_id = STACK_PENDING};
   return true;
@@ -144,7 +144,7 @@ void heap_tracker_forget_no_alloc(heap_tracker *tracker, uint64_t object) {
 int heap_tracker_set_stack(heap_tracker *tracker, uint64_t object, uint64_t sequence, const recorder_frame *frames,
                            uint32_t depth) {
   entry *found = find(tracker, object);
-  if (found == NULL || found->sequence != sequence) return 0;
+  if (found == NULL || found->sequence != (uint32_t)sequence) return 0;
   uint32_t stack_id;
   if (recorder_intern_stack(tracker->stacks, frames, depth, &stack_id) != 0) {
     remove_entry(tracker, found);
@@ -169,21 +169,21 @@ void heap_tracker_each(heap_tracker *tracker, heap_object_visitor *visit, void *
   }
 }
 
-// Copies the live entries into the spare table (same size, so every entry
-// fits), then swaps the two.
+// Copies the live entries into a fresh table, then frees the old one. Out
+// of memory, the tombstones stay (track then refuses objects sooner).
 static void rebuild_without_tombstones(heap_tracker *tracker) {
-  memset(tracker->spare, 0, (size_t)tracker->slot_count * sizeof(entry));
+  entry *fresh = calloc(tracker->slot_count, sizeof(entry));
+  if (fresh == NULL) return;
   uint32_t mask = tracker->slot_count - 1;
   for (uint32_t i = 0; i < tracker->slot_count; i++) {
     const entry *tracked = &tracker->slots[i];
     if (tracked->object <= TOMBSTONE) continue;
     uint32_t j = home_slot(tracker, tracked->object);
-    while (tracker->spare[j].object != EMPTY_OBJECT) j = (j + 1) & mask;
-    tracker->spare[j] = *tracked;
+    while (fresh[j].object != EMPTY_OBJECT) j = (j + 1) & mask;
+    fresh[j] = *tracked;
   }
-  entry *old = tracker->slots;
-  tracker->slots = tracker->spare;
-  tracker->spare = old;
+  free(tracker->slots);
+  tracker->slots = fresh;
   tracker->tombstones = 0;
 }
 

@@ -30,7 +30,7 @@ typedef struct heap_tracker heap_tracker;
 typedef struct {
   uint64_t object;
   uint64_t object_class;
-  int64_t tid;     // the thread that allocated it
+  int32_t tid;     // the thread that allocated it
   uint32_t weight; // the allocations its sample stands for
 } heap_object;
 
@@ -43,7 +43,7 @@ void heap_tracker_free(heap_tracker *tracker);
 // numbered sequence, whose stack heap_tracker_set_stack gives later.
 // Returns false when the tracker is full (counted).
 bool heap_tracker_track_no_alloc(heap_tracker *tracker, uint64_t object, uint64_t object_class, uint32_t weight,
-                                 int64_t tid, uint64_t sequence);
+                                 int32_t tid, uint64_t sequence);
 
 // In the FREEOBJ hook, for every object the GC frees: stops tracking it if
 // it was tracked. One hash probe for an object that was not.
@@ -67,7 +67,7 @@ void heap_tracker_each(heap_tracker *tracker, heap_object_visitor *visit, void *
 // what it has.
 void heap_tracker_tidy(heap_tracker *tracker);
 
-// Forgets every object (after GC.compact moved them, or in a forked child).
+// Forgets every object (after GC.compact moved them). Keeps the memory.
 void heap_tracker_clear(heap_tracker *tracker);
 
 // For the GC mark phase: every frame id the stacks hold.
