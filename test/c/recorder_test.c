@@ -770,6 +770,43 @@ static void test_trace_contexts_split_samples(void) {
   recorder_free(rec);
 }
 
+// Allocation samples are keyed on the object's class too, and interned
+// stacks read back frame for frame (the heap tracker's stack store).
+static void test_object_classes_split_samples_and_stacks_read_back(void) {
+  recorder *rec = new_recorder();
+  const int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = 1024};
+  recorder_frame frames[3] = {{.frame_id = 8, .line = 1}, {.frame_id = 9, .line = 2}, {.frame_id = 10, .line = 3}};
+  uint32_t stack, thread;
+  CHECK_EQ_INT(recorder_intern_stack(rec, frames, 3, &stack), 0);
+  CHECK_EQ_INT(recorder_intern_thread(rec, 7, "main", &thread), 0);
+  const uint64_t classes[] = {0, 0x1000, 0x2000, UINT64_MAX};
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < 4; i++) {
+      recorder_context context = {.thread_index = thread, .object_class = classes[i]};
+      CHECK_EQ_INT(recorder_add(rec, stack, &context, values), 0);
+    }
+  }
+  CHECK_EQ_INT(recorder_sample_count(rec), 4);
+  for (size_t i = 0; i < 4; i++) {
+    recorder_sample sample = recorder_sample_at(rec, i);
+    CHECK_EQ_INT(sample.object_class, classes[i]);
+    CHECK_EQ_INT(sample.values[RECORDER_ALLOC_SAMPLES], 2048);
+  }
+  recorder_frame back[3] = {{0}};
+  CHECK_EQ_INT(recorder_stack_count(rec), 1);
+  CHECK_EQ_INT(recorder_stack_frames(rec, stack, back, 3), 3);
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(back[i].frame_id, frames[i].frame_id);
+    CHECK_EQ_INT(back[i].line, frames[i].line);
+  }
+  // A short buffer gets the leaf frames and the whole depth; an unknown id, nothing.
+  recorder_frame leaf[1] = {{0}};
+  CHECK_EQ_INT(recorder_stack_frames(rec, stack, leaf, 1), 3);
+  CHECK_EQ_INT(leaf[0].frame_id, 8);
+  CHECK_EQ_INT(recorder_stack_frames(rec, stack + 1, back, 3), 0);
+  recorder_free(rec);
+}
+
 int main(void) {
   RUN(test_matches_reference_model);
   RUN(test_clear_then_record_new_data);
@@ -786,5 +823,6 @@ int main(void) {
   RUN(test_steps_out_of_memory_keep_the_accepted_samples);
   RUN(test_label_sets_split_samples_and_record_without_allocating);
   RUN(test_trace_contexts_split_samples);
+  RUN(test_object_classes_split_samples_and_stacks_read_back);
   return test_summary("recorder");
 }
