@@ -332,8 +332,9 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   profile_export_check_comments(comments); // before anything is halted
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  // The heap as of the stop, taken while the FREEOBJ hook still sees frees.
-  if (!state->halted) alloc_source_record_heap(&state->run);
+  // The heap as of the stop, taken while the FREEOBJ hook still sees frees
+  // (not for a profile that is dropped unencoded: a forked child's).
+  if (!state->halted && RTEST(export)) alloc_source_record_heap(&state->run);
   halt_sampling(state);
   int64_t end = clocks_monotonic_ns();
   run_set_active(NULL);

@@ -23,8 +23,10 @@ end
 Sonde.start(rate: 1000)
 survivors = 0
 rescued = Queue.new
-started = Queue.new
 COUNT.times do |i|
+  # One queue per thread: a killed thread may still say it started after
+  # the kill was sent, and that must not stand for the next thread's start.
+  started = Queue.new
   thread = Thread.new do
     begin
       started << true
