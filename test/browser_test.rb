@@ -4,12 +4,13 @@ require_relative "support/test_helper"
 require "fileutils"
 require "sonde/flamegraph"
 require "support/derived_fixture"
+require "support/allocation_fixture"
 require "support/node_deps"
 
 # The flame graph page in headless Chromium (Debian's `chromium`, driven by
 # puppeteer-core): it renders the expected frames, zooms on a click,
-# switches to wall time, searches, shows a tooltip, and opens fast on a
-# big profile. Screenshots go to test/artifacts/.
+# switches to wall time, to allocations and to the live heap, searches,
+# shows a tooltip, and opens fast on a big profile. Screenshots go to test/artifacts/.
 class BrowserTest < Minitest::Test
   ARTIFACTS = File.join(SondeTestHelper::ROOT, "test", "artifacts")
   # The issue's bar: open and first paint of a 60 s, 8-thread profile under 1 s.
@@ -67,6 +68,33 @@ class BrowserTest < Minitest::Test
     assert_equal ["Kernel#sleep"], result["highlighted"]
     assert_match(/search "sleep": 200 ms of 360 ms \(55\.6%\)/, result["details"])
     assert_match(/Kernel#sleep.*total 200 ms \(55\.6%\).*self 200 ms \(55\.6%\)/, result["tooltip"])
+  end
+
+  # Allocations read as object counts, the live heap as bytes: in the
+  # table, the tooltip, the search total and each thread's share.
+  def test_allocation_and_heap_views
+    html = write_page(AllocationFixture.profile, "alloc.pprof")
+    alloc = @browser.flamegraph(html, type: "alloc-samples", search: "make_", hover: "make_foos")
+    assert_empty alloc["errors"]
+    assert_equal ["CPU time (cpu-time)", "cpu-samples", "Wall time (wall-time)", "Allocations (alloc-samples)",
+                  "heap-live-samples", "Live heap (heap-live-size)"], alloc["typeOptions"]
+    all = frame(alloc["afterType"], "all")["width"]
+    assert_in_delta all * 0.8, frame(alloc["afterType"], "make_foos")["width"], 1
+    assert_in_delta all * 0.3, frame(alloc["afterType"], "format_name")["width"], 1
+    assert_equal ["1,000,000", "50.0%", "1,600,000", "80.0%"], alloc["topRows"].first.first(4)
+    assert_match(/\Amake_foos/, alloc["topRows"].first.last)
+    assert_equal ["main (1) 1,600,000", "worker (2) 400,000"], alloc["threadAmounts"]
+    assert_match(/search "make_": 2,000,000 of 2,000,000 \(100\.0%\)/, alloc["details"])
+    assert_match(/make_foos.*total 1,600,000 \(80\.0%\).*self 1,000,000 \(50\.0%\)/, alloc["tooltip"])
+
+    heap = @browser.flamegraph(html, type: "heap-live-size", hover: "make_bars",
+                                     screenshot: File.join(ARTIFACTS, "flamegraph-heap.png"))
+    assert_empty heap["errors"]
+    assert_in_delta all * 0.75, frame(heap["afterType"], "make_foos")["width"], 1
+    assert_nil heap["afterType"].find { |f| f["name"] == "format_name" }, "its objects are all freed"
+    assert_equal ["48.0 MB", "75.0%", "48.0 MB", "75.0%"], heap["topRows"].first.first(4)
+    assert_equal ["main (1) 48.0 MB", "worker (2) 16.0 MB"], heap["threadAmounts"]
+    assert_match(/make_bars.*total 16\.0 MB \(25\.0%\).*self 16\.0 MB \(25\.0%\)/, heap["tooltip"])
   end
 
   def test_thread_and_state_filters

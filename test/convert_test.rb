@@ -6,6 +6,7 @@ require "stringio"
 require "sonde/convert"
 require "sonde/cli/convert_command"
 require "support/derived_fixture"
+require "support/allocation_fixture"
 require "support/node_deps"
 
 class ConvertTest < Minitest::Test
@@ -93,6 +94,65 @@ class ConvertTest < Minitest::Test
     assert_match(/only collapsed stacks lead by a label/, error.message)
   end
 
+  def convert_allocations(**options)
+    Sonde::Convert.new(AllocationFixture.profile, **options).write(StringIO.new).string
+  end
+
+  # alloc and heap stand for alloc-samples and heap-live-size, as cpu and
+  # wall for cpu-time and wall-time; values are object counts and bytes.
+  def test_collapsed_allocations_and_heap
+    allocations = ["main;main;make_foos 1000000", "main;main;make_foos;format_name 600000",
+                   "worker;main;recurse;make_bars 400000"]
+    assert_equal allocations, convert_allocations(to: :collapsed, sample: "alloc").lines(chomp: true)
+    assert_equal allocations, convert_allocations(to: :collapsed, sample: "alloc-samples").lines(chomp: true)
+    heap = ["main;main;make_foos #{48 * AllocationFixture::MB}", "worker;main;recurse;make_bars #{16 * AllocationFixture::MB}"]
+    assert_equal heap, convert_allocations(to: :collapsed, sample: "heap").lines(chomp: true)
+    assert_equal heap, convert_allocations(to: :collapsed, sample: "heap-live-size").lines(chomp: true)
+    assert_equal ["main;main;make_foos 200000", "worker;main;recurse;make_bars 100000"],
+                 convert_allocations(to: :collapsed, sample: "heap-live-samples").lines(chomp: true)
+    assert_equal ["main;main;work #{30 * MS}", "worker;main;recurse #{50 * MS}"],
+                 convert_allocations(to: :collapsed).lines(chomp: true), "cpu-time by default"
+  end
+
+  def test_collapsed_allocations_led_by_their_class
+    assert_equal ["(VM internal);main;recurse;make_bars 100000", "Bar;main;recurse;make_bars 300000",
+                  "Foo;main;make_foos 1000000", "String;main;make_foos;format_name 600000"],
+                 convert_allocations(to: :collapsed, sample: "alloc", label: "allocation class", thread_names: false)
+                   .lines(chomp: true)
+  end
+
+  # speedscope's units: "none" for counts, "bytes" for bytes. By default
+  # every view the profile has, each thread's own profile.
+  def test_speedscope_allocations_and_heap
+    file = JSON.parse(convert_allocations(to: :speedscope))
+    assert_equal [["worker (cpu-time)", "nanoseconds", 50 * MS], ["main (cpu-time)", "nanoseconds", 30 * MS],
+                  ["worker (wall-time)", "nanoseconds", 100 * MS], ["main (wall-time)", "nanoseconds", 40 * MS],
+                  ["main (alloc-samples)", "none", 1_600_000], ["worker (alloc-samples)", "none", 400_000],
+                  ["main (heap-live-size)", "bytes", 48 * AllocationFixture::MB],
+                  ["worker (heap-live-size)", "bytes", 16 * AllocationFixture::MB]],
+                 file["profiles"].map { |p| [p["name"], p["unit"], p["weights"].sum] }
+    %w[heap heap-live-size].each do |sample|
+      file = JSON.parse(convert_allocations(to: :speedscope, sample: sample))
+      assert_equal [["main (heap-live-size)", "bytes"], ["worker (heap-live-size)", "bytes"]],
+                   file["profiles"].map { |p| [p["name"], p["unit"]] }
+    end
+    file = JSON.parse(convert_allocations(to: :speedscope, sample: "heap-live-samples"))
+    assert_equal [["main (heap-live-samples)", "none", 200_000], ["worker (heap-live-samples)", "none", 100_000]],
+                 file["profiles"].map { |p| [p["name"], p["unit"], p["endValue"]] }
+    frames = file["shared"]["frames"]
+    main_stacks = file["profiles"][0]["samples"].map { |stack| stack.map { |i| frames[i]["name"] } }
+    assert_equal [%w[main make_foos]], main_stacks
+  end
+
+  # The shorthands are offered for the types the profile has, and only those.
+  def test_allocation_shorthands_need_their_types
+    error = assert_raises(Sonde::ArgumentError) { convert(to: :collapsed, sample: "alloc") }
+    assert_equal 'sample: "alloc" is not accepted (this profile has: cpu-time, cpu-samples, wall-time, wall-samples, ' \
+                 "cpu, wall)", error.message
+    error = assert_raises(Sonde::ArgumentError) { convert_allocations(to: :collapsed, sample: "gpu") }
+    assert_match(/this profile has: .*heap-live-size, cpu, wall, alloc, heap\)/, error.message)
+  end
+
   def test_rejects_unknown_sample_type_and_format
     error = assert_raises(Sonde::ArgumentError) { convert(to: :collapsed, sample: "gpu") }
     assert_match(/sample: "gpu" is not accepted \(this profile has: cpu-time, cpu-samples, wall-time, wall-samples/,
@@ -131,6 +191,23 @@ class ConvertCommandTest < Minitest::Test
     assert_equal [0, ""], [code, out]
     assert_equal "sonde: wrote #{output}\n", err
     assert_equal 4, JSON.parse(File.read(output))["profiles"].size
+  end
+
+  def test_allocations_and_heap
+    File.binwrite(@file, AllocationFixture.bytes)
+    code, out, err = run_command(@file, "--to", "collapsed", "--sample", "alloc", "--no-thread-names")
+    assert_equal [0, ""], [code, err]
+    assert_equal ["main;make_foos 1000000", "main;make_foos;format_name 600000", "main;recurse;make_bars 400000"],
+                 out.lines(chomp: true)
+    code, out, = run_command(@file, "--to", "speedscope", "--sample", "heap")
+    assert_equal 0, code
+    assert_equal %w[bytes bytes], JSON.parse(out)["profiles"].map { |p| p["unit"] }
+  end
+
+  def test_help_names_the_shorthands
+    code, out, = run_command("--help")
+    assert_equal 0, code
+    assert_match(/cpu, wall, alloc, heap for\s+cpu-time, wall-time, alloc-samples, heap-live-size/, out)
   end
 
   def test_through_the_sonde_executable
@@ -226,6 +303,17 @@ class SpeedscopeImportTest < Minitest::Test
     assert_match(%r{worker \(cpu-time\) \(1/4\)}, result["text"])
     rows = result["sandwich"].to_h { |row| [row.last, row.first] }
     assert_equal "50.00ms (100%)", rows["recurse"], "speedscope's sandwich view of worker's CPU: #{result["sandwich"]}"
+  end
+
+  # speedscope reads our "bytes" unit as sizes: its sandwich view shows MB.
+  def test_speedscope_imports_heap_sizes
+    path = File.join(@dir, "heap.speedscope.json")
+    File.write(path, Sonde::Convert.new(AllocationFixture.profile, to: :speedscope, sample: "heap", name: "heap")
+                                   .write(+"").to_s)
+    result = @browser.speedscope(path, dir: @dir)
+    assert_empty result["errors"]
+    rows = result["sandwich"].to_h { |row| [row.last, row.first] }
+    assert_equal "48.00 MB (100%)", rows["make_foos"], "speedscope's sandwich view of main's heap: #{result["sandwich"]}"
   end
 
   def test_speedscope_imports_the_pprof_file

@@ -6,6 +6,7 @@ require "stringio"
 require "sonde/flamegraph"
 require "sonde/cli/flamegraph_command"
 require "support/derived_fixture"
+require "support/allocation_fixture"
 
 class FlamegraphTest < Minitest::Test
   MS = DerivedFixture::MS
@@ -45,6 +46,34 @@ class FlamegraphTest < Minitest::Test
     assert_includes stacks, [%w[main recurse recurse], "worker", "running", [50 * MS, 5, 100 * MS, 10]]
     assert_equal DerivedFixture::WALL, stacks.sum { |stack| stack[3][2] }
     assert_equal 5, stacks.size
+  end
+
+  # Each sample type says how the page shows it, and Sonde's views are named
+  # in the menu: allocations are counts, the live heap bytes, not times.
+  def test_page_offers_allocation_and_heap_views
+    data = page_data(Sonde::Flamegraph.html(AllocationFixture.profile, title: "alloc.pprof"))
+    assert_equal AllocationFixture::TYPES, data["types"]
+    assert_equal %w[duration count duration count count bytes], data["formats"]
+    assert_equal ["CPU time", nil, "Wall time", "Allocations", nil, "Live heap"], data["titles"]
+    assert_equal 0, data["defaultType"]
+    stacks = embedded_stacks(data)
+    assert_includes stacks, [%w[main make_foos], "main", "running", [0, 0, 0, 1_000_000, 200_000, 48 * AllocationFixture::MB]]
+    assert_includes stacks, [%w[main make_foos format_name], "main", "running", [0, 0, 0, 600_000, 0, 0]]
+    assert_includes stacks, [%w[main recurse make_bars], "worker", "running", [0, 0, 0, 400_000, 100_000, 16 * AllocationFixture::MB]]
+    assert_equal 2_000_000, stacks.sum { |stack| stack[3][3] }
+    assert_equal 64 * AllocationFixture::MB, stacks.sum { |stack| stack[3][5] }
+  end
+
+  # A profile with only allocation samples opens on them.
+  def test_page_opens_on_the_first_view_the_profile_has
+    f = PprofFixture::Builder.new
+    f.sample_type("heap-live-samples", "count")
+    f.sample_type("alloc-samples", "count")
+    f.sample([f.frame("a", "a.rb", line: 1)], [1, 2])
+    data = page_data(Sonde::Flamegraph.html(Sonde::Pprof.decode(f.encode), title: "x"))
+    assert_equal 1, data["defaultType"]
+    assert_equal [nil, "Allocations"], data["titles"]
+    assert_equal %w[duration count duration count], page_data(Sonde::Flamegraph.html(DerivedFixture.profile, title: "x"))["formats"]
   end
 
   # The samples' own labels (not Sonde's thread and state ones) become the

@@ -7,6 +7,7 @@ require "sonde/pprof"
 require "sonde/report"
 require "sonde/cli/report_command"
 require "support/pprof_fixture"
+require "support/allocation_fixture"
 require "support/command_test_helper"
 
 # Shared hand-made profile whose numbers are worked out by hand below.
@@ -179,19 +180,13 @@ class ReportTest < Minitest::Test
     assert_equal 4, out.lines.size
   end
 
-  def test_human_durations
-    {
-      0 => "0 ns", 999 => "999 ns", 1_500 => "1.50 µs", 153_000 => "153 µs", 999_999 => "1.00 ms",
-      15_240_000 => "15.2 ms", 2_030_000_000 => "2.03 s", 125_000_000_000 => "125 s"
-    }.each { |ns, text| assert_equal text, Sonde::Report.human_duration(ns), "#{ns} ns" }
-  end
-
   def test_rejects_bad_options
     profile = ReportFixture.profile
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, by: :process) }
-    assert_match(/by: :process is not accepted \(expected one of nil, :thread, :state, or "label:NAME"\)/, error.message)
+    assert_match(/by: :process is not accepted \(expected one of nil, :thread, :state, :class, or "label:NAME"\)/,
+                 error.message)
     error = assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, sample: :gpu) }
-    assert_match(/sample: :gpu .*:cpu, :wall/, error.message)
+    assert_equal "sample: :gpu is not accepted (expected one of nil, :cpu, :wall, :alloc, :heap)", error.message
     assert_raises(Sonde::ArgumentError) { Sonde::Report.new(profile, top: 0) }
   end
 
@@ -283,6 +278,141 @@ class ReportTest < Minitest::Test
   end
 end
 
+# Allocation and heap tables, on AllocationFixture (its numbers are worked
+# out in test/support/allocation_fixture.rb): object counts and bytes, never times.
+class AllocationReportTest < Minitest::Test
+  NOT_RECORDED = "not recorded in this profile (it has no %<type>s samples; record them with " \
+                 "`sonde record %<option>s`, see \"Allocation and heap profiles\" in the README)"
+
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+  end
+
+  def render(profile = AllocationFixture.profile, **options)
+    Sonde::Report.new(profile, **options).render(StringIO.new).string
+  end
+
+  # The cells of each table row, by function name.
+  def rows(output)
+    output.lines.map { |l| l.strip.split(/\s{2,}/) }.select { |cells| cells.size == 6 && cells[0] != "self" }
+          .to_h { |cells| [cells[4], cells] }
+  end
+
+  def test_alloc_table_counts_objects
+    out = render(sample: :alloc)
+    assert_equal "Allocations: 2,000,000 objects", out.lines.first.chomp
+    assert_equal({
+                   "make_foos" => ["1,000,000", "50.0%", "1,600,000", "80.0%", "make_foos", "app/foo.rb:20"],
+                   "format_name" => ["600,000", "30.0%", "600,000", "30.0%", "format_name", "app/foo.rb:40"],
+                   "make_bars" => ["400,000", "20.0%", "400,000", "20.0%", "make_bars", "app/bar.rb:50"],
+                   "main" => ["0", "0.0%", "2,000,000", "100.0%", "main", "app.rb:1"],
+                   "recurse" => ["0", "0.0%", "400,000", "20.0%", "recurse", "app.rb:30"]
+                 }, rows(out))
+    assert_equal %w[make_foos format_name make_bars main recurse], rows(out).keys, "by self count"
+    refute_match(/CPU time|Wall time|Live heap| ns| ms/, out)
+  end
+
+  def test_heap_table_shows_bytes_and_counts_objects
+    out = render(sample: :heap)
+    assert_equal "Live heap: 64.0 MB in 300,000 objects", out.lines.first.chomp
+    assert_equal({
+                   "make_foos" => ["48.0 MB", "75.0%", "48.0 MB", "75.0%", "make_foos", "app/foo.rb:20"],
+                   "make_bars" => ["16.0 MB", "25.0%", "16.0 MB", "25.0%", "make_bars", "app/bar.rb:50"],
+                   "main" => ["0 B", "0.0%", "64.0 MB", "100.0%", "main", "app.rb:1"],
+                   "recurse" => ["0 B", "0.0%", "16.0 MB", "25.0%", "recurse", "app.rb:30"]
+                 }, rows(out))
+    refute_match(/format_name/, out, "its objects are all freed")
+  end
+
+  def test_every_table_by_default_when_recorded
+    out = render
+    titles = out.lines.grep(/\A\S.*: /).map(&:chomp)
+    assert_equal ["CPU time: 80.0 ms in 8 samples", "Wall time: 140 ms", "Allocations: 2,000,000 objects",
+                  "Live heap: 64.0 MB in 300,000 objects"], titles
+    assert_equal ["30.0 ms", "37.5%", "30.0 ms", "37.5%", "work", "app.rb:10"],
+                 rows(out[/CPU time.*?\n\n/m]).fetch("work")
+  end
+
+  def test_not_recorded_only_when_asked_for
+    out = render(ReportFixture.profile)
+    refute_match(/Allocations|Live heap|alloc|heap/, out)
+    assert_equal "Allocations: #{format(NOT_RECORDED, type: "alloc-samples", option: "--alloc")}\n",
+                 render(ReportFixture.profile, sample: :alloc)
+    assert_equal "Live heap: #{format(NOT_RECORDED, type: "heap-live-size", option: "--heap")}\n",
+                 render(ReportFixture.profile, sample: :heap)
+  end
+
+  # Split, the profile's lack of a sample type is said once, not per part.
+  def test_not_recorded_said_once_in_a_split
+    out = render(ReportFixture.profile, sample: :alloc, by: :thread)
+    assert_equal "Allocations: #{format(NOT_RECORDED, type: "alloc-samples", option: "--alloc")}\n", out
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("a", "a.rb", line: 1)], [5], "thread id" => 1)
+    f.sample([f.frame("b", "a.rb", line: 2)], [7], "thread id" => 2)
+    out = render(Sonde::Pprof.decode(f.encode), by: :thread)
+    assert_equal 1, out.scan("Wall time: not recorded").size
+    assert_match(/\AWall time: not recorded[^\n]*\n\nThread \(unnamed\) \(id 2\)\nCPU time: 7 ns/, out)
+  end
+
+  # A part shows only the tables it has values for: CPU samples have no
+  # class, allocation samples no CPU time.
+  def test_by_class
+    out = render(sample: :alloc, by: :class)
+    assert_equal ["Class Foo", "Class String", "Class Bar", "Class (VM internal)"], out.lines.grep(/\AClass /).map(&:chomp)
+    foo, string = out.split(/^Class String\n/)
+    assert_match(/\AClass Foo\nAllocations: 1,000,000 objects\n/, foo)
+    assert_equal ["1,000,000", "100.0%", "1,000,000", "100.0%", "make_foos", "app/foo.rb:20"], rows(foo).fetch("make_foos")
+    assert_equal ["600,000", "100.0%", "600,000", "100.0%", "format_name", "app/foo.rb:40"],
+                 rows(string[/\A.*?\n\n/m]).fetch("format_name")
+    refute_match(/none recorded|\(none\)/, out)
+
+    everything = render(by: :class)
+    assert_equal ["Class (none)", "Class Foo", "Class String", "Class Bar", "Class (VM internal)"],
+                 everything.lines.grep(/\AClass /).map(&:chomp)
+    none, foo = everything.split(/^Class Foo\n/)
+    titles = ->(part) { part.lines.grep(/\A\S.*: /).map(&:chomp) }
+    assert_equal ["CPU time: 80.0 ms in 8 samples", "Wall time: 140 ms"], titles[none]
+    assert_equal ["Allocations: 1,000,000 objects", "Live heap: 48.0 MB in 200,000 objects"],
+                 titles[foo[/\A.*?(?=^Class )/m]]
+  end
+
+  def test_by_allocation_class_label
+    out = render(sample: :heap, by: "label:allocation class")
+    assert_equal ["Label allocation class=Foo", "Label allocation class=Bar"], out.lines.grep(/\ALabel /).map(&:chomp)
+    foo, bar = out.split(/^Label allocation class=Bar\n/)
+    assert_match(/Live heap: 48\.0 MB in 200,000 objects/, foo)
+    assert_match(/\ALive heap: 16\.0 MB in 100,000 objects/, bar)
+    assert_equal ["16.0 MB", "100.0%", "16.0 MB", "100.0%", "make_bars", "app/bar.rb:50"], rows(bar).fetch("make_bars")
+    refute_match(/make_bars/, foo)
+  end
+
+  def test_by_thread_orders_threads_by_allocations
+    out = render(sample: :alloc, by: :thread)
+    assert_equal ["Thread main (id 1)", "Thread worker (id 2)"], out.lines.grep(/\AThread /).map(&:chomp)
+    assert_match(/Thread main \(id 1\)\nAllocations: 1,600,000 objects/, out)
+    assert_match(/Thread worker \(id 2\)\nAllocations: 400,000 objects/, out)
+  end
+
+  def test_function_callers_and_callees_in_objects_and_bytes
+    out = render(sample: :alloc, function: "make_foos")
+    assert_match(/^Allocations: total 1,600,000 \(80\.0%\), self 1,000,000 \(50\.0%\) of 2,000,000$/, out)
+    assert_match(/^\s+1,600,000\s+80\.0%\s+main\s+app\.rb:1$/, out[/Callers.*?(?=Callees)/m])
+    assert_match(/^\s+600,000\s+30\.0%\s+format_name\s+app\/foo\.rb:40$/, out[/Callees.*/m])
+    out = render(sample: :heap, function: "recurse")
+    assert_match(/^Live heap: total 16\.0 MB \(25\.0%\), self 0 B \(0\.0%\) of 64\.0 MB$/, out)
+    assert_match(/^\s+16\.0 MB\s+25\.0%\s+make_bars/, out[/Callees.*/m])
+  end
+
+  # Without heap-live-samples, the heap table counts the samples it has.
+  def test_heap_without_its_count_type_counts_samples
+    f = PprofFixture::Builder.new
+    f.sample_type("heap-live-size", "bytes")
+    f.sample([f.frame("a", "a.rb", line: 1)], [1536])
+    assert_equal "Live heap: 1.50 KB in 1 sample", render(Sonde::Pprof.decode(f.encode), sample: :heap).lines.first.chomp
+  end
+end
+
 class ReportCommandTest < Minitest::Test
   include CommandTestHelper
 
@@ -322,14 +452,16 @@ class ReportCommandTest < Minitest::Test
     assert_equal 0, code
     assert_equal "", err
     %w[--by --sample --top --help].each { |option| assert_includes out, option }
+    assert_match(/alloc\s+\(objects allocated\) or heap/, out)
+    assert_match(/class \(the class\s+of the allocated objects\)/, out)
   end
 
   def test_usage_errors
     {
       [] => /missing FILE/,
       ["--frobnicate"] => /unknown option --frobnicate/,
-      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread or state\)/,
-      ["f", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(expected cpu or wall\)/,
+      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread, state or class\)/,
+      ["f", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(expected cpu, wall, alloc or heap\)/,
       ["f", "--top", "zero"] => /--top: "zero" is not accepted \(expected a positive integer\)/,
       ["f", "--top", "0"] => /--top: "0"/,
       ["f", "--top"] => /--top needs a value/,
@@ -368,6 +500,28 @@ class ReportCommandTest < Minitest::Test
       assert_equal 1, code
       assert_one_line_error(err, /truncated gzip/)
     end
+  end
+
+  def test_alloc_heap_and_class
+    File.binwrite(@file.path, AllocationFixture.bytes)
+    code, out, err = run_command(@file.path, "--sample", "alloc", "--top", "1")
+    assert_equal [0, ""], [code, err]
+    assert_match(/\AAllocations: 2,000,000 objects\n.*\n\s*1,000,000\s+50\.0%\s+1,600,000\s+80\.0%\s+make_foos/, out)
+    code, out, = run_command(@file.path, "--sample", "heap", "--by", "class")
+    assert_equal 0, code
+    assert_match(/\AClass Foo\nLive heap: 48\.0 MB in 200,000 objects\n/, out)
+    code, out, = run_command(@file.path, "--by", "label:allocation class", "--sample", "alloc")
+    assert_equal 0, code
+    assert_equal 4, out.lines.grep(/\ALabel allocation class=/).size
+    code, out, = run_command(@file.path)
+    assert_equal 0, code
+    assert_match(/^Live heap: 64\.0 MB in 300,000 objects$/, out)
+  end
+
+  def test_alloc_not_recorded_says_how_to_record_it
+    code, out, err = run_command(@file.path, "--sample", "alloc")
+    assert_equal [0, ""], [code, err]
+    assert_match(/\AAllocations: not recorded in this profile .*`sonde record --alloc`/, out)
   end
 
   def test_new_options

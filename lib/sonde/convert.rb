@@ -2,6 +2,7 @@
 
 require "sonde/errors"
 require "sonde/pprof"
+require "sonde/views"
 require "sonde/converters/stacks"
 require "sonde/converters/collapsed"
 require "sonde/converters/speedscope"
@@ -10,6 +11,7 @@ module Sonde
   # `sonde convert`: a pprof profile into another tool's format.
   #
   #   Sonde::Convert.new(profile, to: :collapsed, sample: "wall").write($stdout)
+  #   Sonde::Convert.new(profile, to: :collapsed, sample: "heap").write($stdout)   # heap-live-size, bytes
   #   Sonde::Convert.new(profile, to: :speedscope, name: "app").write(File.open("app.json", "w"))
   class Convert
     FORMATS = %i[collapsed speedscope].freeze
@@ -71,10 +73,11 @@ module Sonde
       raise Sonde::ArgumentError, "label: #{label.inspect} is on no sample (#{has})"
     end
 
-    # Short names for Sonde's sample types (any type name in the profile
-    # works too), in the order collapsed prefers them when not told.
+    # The views' short names for Sonde's sample types ("alloc" =>
+    # "alloc-samples"; any type name in the profile works too), in the order
+    # collapsed prefers them when not told.
     def sample_aliases
-      { "cpu" => ProfileNames.sample_type(:cpu_time), "wall" => ProfileNames.sample_type(:wall_time) }
+      Views.all.values.to_h { |view| [view.name.to_s, view.type] }
     end
 
     def default_collapsed_type

@@ -3,44 +3,51 @@
 require "sonde/errors"
 require "sonde/pprof"
 require "sonde/profile_names"
+require "sonde/quantities"
+require "sonde/views"
 require "sonde/converters/stacks"
 
 module Sonde
   # The text report of `sonde report`: the functions that took the most CPU
-  # or wall time, for the whole profile, thread by thread or state by state;
-  # or the callers and callees of one function.
+  # or wall time, or allocated the most objects, or hold the most live heap,
+  # for the whole profile, thread by thread, state by state or class by
+  # class; or the callers and callees of one function.
   #
   #   Sonde::Report.new(Sonde::Pprof.read("app.pprof"), by: :thread, top: 10).render($stdout)
+  #   Sonde::Report.new(profile, sample: :alloc, by: :class).render($stdout)
   #   Sonde::Report.new(profile, focus: /Parser/, ignore: /gems/, lines: true).render($stdout)
   #   Sonde::Report.new(profile, function: "JSON.parse").render($stdout)
   #
-  # Self time is charged to the leaf frame of each sample; total (inclusive)
-  # time to every distinct function on its stack, once per sample even when
-  # the function recurses. Functions are grouped by name and file (with
-  # lines: true, by name, file and line).
+  # Self values are charged to the leaf frame of each sample; total
+  # (inclusive) values to every distinct function on its stack, once per
+  # sample even when the function recurses. Functions are grouped by name
+  # and file (with lines: true, by name, file and line). Values read in
+  # their sample type's unit: times, object counts, bytes.
   class Report
-    # One kind of table: which sample type holds its value, and which one (if
-    # any) counts its samples.
-    Kind = Struct.new(:title, :type, :count_type)
-    BY_VALUES = [nil, :thread, :state].freeze
+    # by: :class splits by the class of the allocated objects (allocation
+    # and heap samples carry it; CPU and wall samples come under "(none)").
+    BY_VALUES = [nil, :thread, :state, :class].freeze
     # by: "label:NAME" splits by the value of the string label NAME
     # (Sonde.with_labels, Sonde::Middleware's "endpoint").
     BY_LABEL = /\Alabel:(.+)\z/.freeze
-    SAMPLE_VALUES = [nil, :cpu, :wall].freeze
     DEFAULT_TOP = 20
 
-    # cpu: and wall:, with the sample-type names of Sonde's profiles.
-    def self.kinds
-      {
-        cpu: Kind.new("CPU time", ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:cpu_samples)),
-        wall: Kind.new("Wall time", ProfileNames.sample_type(:wall_time), nil)
-      }
+    # Where a table's values are (index: in each sample's values) and how
+    # they read (unit: their sample type's, "nanoseconds", "bytes"...).
+    Recorded = Struct.new(:index, :unit) do
+      def show(value)
+        Quantities.format(value, unit)
+      end
+
+      def count?
+        Quantities.kind(unit) == :count
+      end
     end
 
     def initialize(profile, by: nil, sample: nil, top: DEFAULT_TOP, focus: nil, ignore: nil, lines: false,
                    function: nil)
       check_option(:by, by, BY_VALUES) unless by.is_a?(String) && BY_LABEL.match?(by)
-      check_option(:sample, sample, SAMPLE_VALUES)
+      check_option(:sample, sample, [nil, *Views.all.keys])
       check_option(:lines, lines, [true, false])
       unless top.is_a?(Integer) && top.positive?
         raise Sonde::ArgumentError, "top: #{top.inspect} is not accepted (expected a positive Integer)"
@@ -53,11 +60,18 @@ module Sonde
 
       @profile = profile
       @by = by
-      @kinds = sample ? [Report.kinds.fetch(sample)] : Report.kinds.values
+      @kinds = sample ? [Views.all.fetch(sample)] : Report.default_kinds(profile)
       @top = top
       @frames = FrameIndex.new(profile, lines: lines)
       @samples = SampleFilter.new(@frames, focus: focus, ignore: ignore).select(profile.samples)
       @function = function && @frames.find_function(function)
+    end
+
+    # Without sample:, CPU and wall time always (a profile without them
+    # says so), allocations and live heap when the profile recorded them.
+    def self.default_kinds(profile)
+      present = Views.present(profile)
+      Views.all.values.select { |view| view.always_recorded? || present.include?(view) }
     end
 
     def render(io)
@@ -67,6 +81,8 @@ module Sonde
         render_threads(io)
       elsif @by == :state
         render_states(io)
+      elsif @by == :class
+        render_split(io, LabelSplit.new(@samples, ProfileNames.label(:allocation_class), title: "Class").parts)
       elsif @by.is_a?(String)
         render_split(io, LabelSplit.new(@samples, @by[BY_LABEL, 1]).parts)
       else
@@ -91,8 +107,8 @@ module Sonde
       raise Sonde::ArgumentError, "#{name}: #{value.inspect} is not accepted (expected a Regexp or nil)"
     end
 
-    def render_tables(io, samples)
-      @kinds.each_with_index do |kind, i|
+    def render_tables(io, samples, kinds = @kinds)
+      kinds.each_with_index do |kind, i|
         io.puts if i.positive?
         render_table(io, kind, samples)
       end
@@ -104,54 +120,96 @@ module Sonde
       render_split(io, ThreadSplit.new(@samples).threads)
     end
 
-    # States with the most time first, as threads.
+    # States with the most of the first kind's value first, as threads.
     def render_states(io)
       render_split(io, StateSplit.new(@samples).states)
     end
 
+    # Each part shows the tables it has values for, and a part with none is
+    # left out: CPU samples carry no allocation class, allocation samples no
+    # CPU time, and a profile with both would otherwise fill a split with
+    # "none recorded". A sample type the profile lacks is said once, first.
     def render_split(io, parts)
-      indexes = @kinds.map { |kind| @profile.value_index(kind.type) }
-      parts = parts.sort_by do |part|
-        [*indexes.map { |index| index ? -part.sum(index) : 0 }, part.id.to_s]
+      recorded = @kinds.select { |kind| @profile.value_index(kind.type) }
+      (@kinds - recorded).each { |kind| Report.recorded(io, @profile, kind) }
+      return if recorded.empty?
+
+      io.puts if recorded.size < @kinds.size
+      indexes = recorded.map { |kind| @profile.value_index(kind.type) }
+      shown = parts.filter_map do |part|
+        sums = indexes.map { |index| part.sum(index) }
+        [part, sums] unless sums.all?(&:zero?)
       end
-      parts.each_with_index do |part, i|
-        io.puts if i.positive?
-        io.puts part.heading
-        render_tables(io, part.samples)
+      if parts.empty?
+        io.puts "No samples."
+      elsif shown.empty?
+        render_tables(io, @samples, recorded) # each says "none recorded"
+      else
+        render_parts(io, shown, recorded)
       end
-      io.puts "No samples." if parts.empty?
     end
 
-    # The index of kind's sample type in profile, or nil after saying on io
-    # that the profile does not record it.
-    def self.recorded_index(io, profile, kind)
+    # shown: [part, its sum of each recorded kind] pairs; busiest first.
+    def render_parts(io, shown, recorded)
+      shown.sort_by { |part, sums| [*sums.map(&:-@), part.id.to_s] }.each_with_index do |(part, sums), i|
+        io.puts if i.positive?
+        io.puts part.heading
+        render_tables(io, part.samples, recorded.reject.with_index { |_kind, k| sums[k].zero? })
+      end
+    end
+
+    # Where kind's value is in profile's samples and its unit, or nil after
+    # saying on io that the profile does not record it (and, for what is
+    # recorded only when asked, how to record it).
+    def self.recorded(io, profile, kind)
       index = profile.value_index(kind.type)
-      io.puts "#{kind.title}: not recorded in this profile (it has no #{kind.type} samples)" unless index
-      index
+      return Recorded.new(index, profile.sample_types[index][1]) if index
+
+      io.puts "#{kind.title}: not recorded in this profile (it has no #{kind.type} samples#{how_to_record(kind)})"
+      nil
+    end
+
+    # The README section on recording allocations and the live heap.
+    RECORDING_SECTION = "Allocation and heap profiles"
+
+    def self.how_to_record(kind)
+      return "" if kind.always_recorded?
+
+      "; record them with `sonde record #{kind.record_option}`, see \"#{RECORDING_SECTION}\" in the README"
     end
 
     def render_table(io, kind, samples)
-      value_index = Report.recorded_index(io, @profile, kind)
-      return unless value_index
+      values = Report.recorded(io, @profile, kind)
+      return unless values
 
-      tally = Tally.new(@frames, samples, value_index, kind.count_type && @profile.value_index(kind.count_type))
+      count_index = kind.count_type && @profile.value_index(kind.count_type)
+      tally = Tally.new(@frames, samples, values.index, count_index)
       if tally.total.zero?
         io.puts "#{kind.title}: none recorded"
         return
       end
 
-      io.puts title(kind, tally)
-      io.puts Table.new(rows(tally)).lines
+      # Without its count type, a table counts the samples that have a value.
+      io.puts title(kind, values, tally, count_noun: count_index ? kind.counted : "sample")
+      io.puts Table.new(rows(tally, values)).lines
     end
 
-    def title(kind, tally)
-      text = "#{kind.title}: #{Report.human_duration(tally.total)}"
+    # "CPU time: 100 ms in 10 samples", "Allocations: 2,000,000 objects",
+    # "Live heap: 64.0 MB in 300,000 objects".
+    def title(kind, values, tally, count_noun:)
+      total = values.show(tally.total)
+      total = "#{total} #{Report.noun(kind.counted, tally.total)}" if values.count? && kind.counted
+      text = "#{kind.title}: #{total}"
       return text unless kind.count_type
 
-      "#{text} in #{tally.count} #{tally.count == 1 ? "sample" : "samples"}"
+      "#{text} in #{Quantities.count(tally.count)} #{Report.noun(count_noun, tally.count)}"
     end
 
-    def rows(tally)
+    def self.noun(singular, number)
+      number == 1 ? singular : "#{singular}s"
+    end
+
+    def rows(tally, values)
       groups = @frames.groups
       top = tally.seen_groups.sort_by do |group|
         [-tally.self_values[group], -tally.total_values[group], groups[group].name]
@@ -160,8 +218,8 @@ module Sonde
         function = groups[group]
         self_value = tally.self_values[group]
         total_value = tally.total_values[group]
-        [Report.human_duration(self_value), percent(self_value, tally.total),
-         Report.human_duration(total_value), percent(total_value, tally.total),
+        [values.show(self_value), percent(self_value, tally.total),
+         values.show(total_value), percent(total_value, tally.total),
          function.name, function.location]
       end
     end
@@ -172,28 +230,6 @@ module Sonde
 
     def self.percent(value, total)
       format("%.1f%%", 100.0 * value / total)
-    end
-
-    # Units for nanosecond values, largest last.
-    DURATION_UNITS = [["ns", 1], ["µs", 1_000], ["ms", 1_000_000], ["s", 1_000_000_000]].freeze
-    UNIT_STEP = 1000
-
-    # "153 µs", "15.2 ms", "2.03 s": two or three significant digits.
-    def self.human_duration(nanoseconds)
-      return "#{nanoseconds} ns" if nanoseconds.abs < UNIT_STEP
-
-      DURATION_UNITS.each_with_index do |(unit, factor), i|
-        text = significant(nanoseconds.to_f / factor)
-        last = i == DURATION_UNITS.size - 1
-        return "#{text} #{unit}" if last || text.to_f.abs < UNIT_STEP
-      end
-    end
-
-    def self.significant(value)
-      return format("%.2f", value) if value.abs.round(2) < 10
-      return format("%.1f", value) if value.abs.round(1) < 100
-
-      format("%.0f", value)
     end
 
     # Maps each location to a function group (name, filename; with lines:
@@ -297,23 +333,26 @@ module Sonde
     end
 
     # The samples of each value of one string label (label:NAME); samples
-    # without it come under "(none)".
+    # without it come under "(none)". With a title, the headings use it
+    # instead of the label's name ("Class Foo").
     class LabelSplit
-      LabelSamples = Struct.new(:name, :id, :samples) do
+      LabelSamples = Struct.new(:name, :title, :id, :samples) do
         include SampleSum
 
         def heading
+          return "#{title} #{id || "(none)"}" if title
+
           id ? "Label #{name}=#{id}" : "Label #{name} (none)"
         end
       end
 
       attr_reader :parts
 
-      def initialize(samples, name)
+      def initialize(samples, name, title: nil)
         by_value = {}
         samples.each do |sample|
           value = sample.labels[name]
-          (by_value[value] ||= LabelSamples.new(name, value, [])).samples << sample
+          (by_value[value] ||= LabelSamples.new(name, title, value, [])).samples << sample
         end
         @parts = by_value.values
       end

@@ -34,8 +34,9 @@ async function withPage(fn) {
   }
 }
 
-// The flame graph page: first paint time, the frames drawn, a click to zoom,
-// a switch to wall-time, a screenshot.
+// The flame graph page: first paint time, the frames drawn, the sample type
+// menu, a click to zoom, a switch to another type (wall-time, alloc-samples...),
+// a screenshot.
 async function flamegraph(page, errors) {
   const started = Date.now();
   await page.goto("file://" + job.html, { waitUntil: "load", timeout: TIMEOUT_MS });
@@ -48,7 +49,8 @@ async function flamegraph(page, errors) {
   })));
   const before = await frames();
   const marks = await page.evaluate(() => performance.getEntriesByType("mark").map((m) => [m.name, Math.round(m.startTime)]));
-  const result = { openedMs, firstPaintMs, before, marks, errors };
+  const typeOptions = await page.evaluate(() => Array.from(document.querySelectorAll("#type option")).map((o) => o.textContent));
+  const result = { openedMs, firstPaintMs, before, marks, typeOptions, errors };
   if (job.click) {
     const target = await page.$(`#chart g.frame[name="${job.click}"] rect`);
     if (!target) throw new Error(`no frame named ${job.click} to click`);
@@ -63,6 +65,9 @@ async function flamegraph(page, errors) {
     result.afterType = await frames();
     result.topRows = await page.evaluate(() => Array.from(document.querySelectorAll("#top tbody tr")).slice(0, 5)
       .map((tr) => Array.from(tr.children).map((td) => td.textContent)));
+    // Each thread checkbox's label with its share of the chosen type.
+    result.threadAmounts = await page.evaluate(() => Array.from(document.querySelectorAll("#threads label"))
+      .map((label) => label.textContent.trim()));
   }
   if (job.uncheck) {
     for (const selector of job.uncheck) await page.click(selector);

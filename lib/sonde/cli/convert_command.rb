@@ -3,6 +3,7 @@
 require "optparse"
 require "sonde/errors"
 require "sonde/convert"
+require "sonde/views"
 require "sonde/cli/profile_input"
 require "sonde/cli/profile_file_command"
 
@@ -40,8 +41,7 @@ module Sonde
             end
           end
           opts.on("-o", "--output FILE", "Where to write (default: standard output)") { |value| @output = value }
-          opts.on("--sample TYPE", "Sample type: cpu, wall or any type in the profile (default: cpu-time for",
-                  "collapsed; cpu-time and wall-time profiles for speedscope)") do |value|
+          opts.on("--sample TYPE", *sample_help) do |value|
             @sample = text_option("--sample", value)
           end
           opts.on("--[no-]thread-names", "collapsed: start each line with the thread's name (default: yes)") do |value|
@@ -54,6 +54,14 @@ module Sonde
           opts.on("-h", "--help", "Show this help") { @help = true }
           remove_exiting_builtins(opts)
         end
+      end
+
+      # The views' short names and the sample types they stand for.
+      def sample_help
+        views = Views.all.values
+        ["Sample type: any type in the profile, or #{views.map(&:name).join(", ")} for",
+         "#{views.map(&:type).join(", ")} (default: the first of",
+         "those the profile has for collapsed, each of them for speedscope)"]
       end
 
       def execute(file)

@@ -26,7 +26,8 @@ module Sonde
 
       def parser
         option_parser("Writes an interactive flame graph of a pprof profile: one HTML file that opens from disk,\n" \
-                      "with no network. CPU or wall time, threads, states, zoom, search, top functions.") do |opts|
+                      "with no network. CPU or wall time, allocations, live heap, threads, states, zoom, search,\n" \
+                      "top functions.") do |opts|
           opts.on("-o", "--output FILE", "Where to write the page (default: FILE with .html)") { |value| @output = value }
           opts.on("--title TEXT", "The page's title (default: FILE's name)") { |value| @title = text_option("--title", value) }
           opts.on("--open", "Open the page in a browser once written") { @open = true }

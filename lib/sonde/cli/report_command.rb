@@ -4,40 +4,43 @@ require "optparse"
 require "sonde/errors"
 require "sonde/pprof"
 require "sonde/report"
+require "sonde/views"
 require "sonde/cli/profile_input"
 require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
-    # `sonde report FILE [--by thread|state|label:NAME] [--sample cpu|wall] [--top N]
-    # [--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]`: prints
-    # the top functions of a pprof profile, or one function's callers and
-    # callees. Errors are one line on err, never a backtrace; the exit code
+    # `sonde report FILE [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap]
+    # [--top N] [--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]`:
+    # prints the top functions of a pprof profile, or one function's callers
+    # and callees. Errors are one line on err, never a backtrace; the exit code
     # says whose fault it was.
     class ReportCommand
       include ProfileFileCommand
 
       PREFIX = "sonde report: "
-      USAGE = "sonde report FILE [--by thread|state|label:NAME] [--sample cpu|wall] [--top N] [--focus REGEX] " \
-              "[--ignore REGEX] [--lines] [--function NAME]"
-      BY_CHOICES = { "thread" => :thread, "state" => :state }.freeze
-      SAMPLE_CHOICES = { "cpu" => :cpu, "wall" => :wall }.freeze
+      USAGE = "sonde report FILE [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap] [--top N] " \
+              "[--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]"
+      BY_CHOICES = { "thread" => :thread, "state" => :state, "class" => :class }.freeze
       INITIAL = { options: { by: nil, sample: nil, top: Report::DEFAULT_TOP }.freeze }.freeze
 
       private
 
       def parser
-        option_parser("Prints the functions that took the most time in a pprof profile.") do |opts|
+        option_parser("Prints the functions that took the most time, allocated the most objects or hold the\n" \
+                      "most live heap in a pprof profile.") do |opts|
           opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first),",
-                  "state (running, waiting for gvl, sleeping, blocked, gc), or label:NAME",
-                  "(one section per value of the label NAME, e.g. label:endpoint)") do |value|
+                  "state (running, waiting for gvl, sleeping, blocked, gc), class (the class",
+                  "of the allocated objects), or label:NAME (one section per value of the",
+                  "label NAME, e.g. label:endpoint)") do |value|
             @options[:by] = value.start_with?("label:") && value.size > 6 ? value : choice("--by", value, BY_CHOICES)
           end
-          opts.on("--sample KIND", "Only one table: cpu (CPU time) or wall (wall-clock time);",
-                  "both by default, CPU first") do |value|
-            @options[:sample] = choice("--sample", value, SAMPLE_CHOICES)
+          opts.on("--sample KIND", "Only one table: cpu (CPU time), wall (wall-clock time), alloc",
+                  "(objects allocated) or heap (bytes still live, and their objects);",
+                  "by default cpu and wall, then alloc and heap when recorded") do |value|
+            @options[:sample] = choice("--sample", value, sample_choices)
           end
-          opts.on("--top N", "Show the N functions with the most self time (default #{Report::DEFAULT_TOP})") do |value|
+          opts.on("--top N", "Show the N functions with the largest self value (default #{Report::DEFAULT_TOP})") do |value|
             @options[:top] = positive_integer("--top", value)
           end
           opts.on("--focus REGEX", "Only samples whose stack has a function whose name or file matches") do |value|
@@ -56,11 +59,15 @@ module Sonde
         end
       end
 
-      # OptionParser's own --version and completion options call exit, which
-      # a command that returns its exit code must never do.
+      # "cpu" => :cpu, ...: the views' short names.
+      def sample_choices
+        Views.all.keys.to_h { |name| [name.to_s, name] }
+      end
+
       def choice(option, value, choices)
         choices.fetch(value) do
-          raise UsageError, "#{option}: #{value.inspect} is not accepted (expected #{choices.keys.join(" or ")})"
+          *others, last = choices.keys
+          raise UsageError, "#{option}: #{value.inspect} is not accepted (expected #{others.join(", ")} or #{last})"
         end
       end
 

@@ -2,19 +2,21 @@
 
 require "json"
 require "sonde/version"
-require "sonde/profile_names"
+require "sonde/views"
 
 module Sonde
   module Converters
     # speedscope's own file format (https://www.speedscope.app/file-format-schema.json).
     # A pprof profile holds stacks with summed values, not a timeline, so each
     # profile is "sampled": one weighted sample per distinct stack, frames
-    # root first. There is one profile per thread and sample type (cpu-time
-    # and wall-time by default), busiest thread first; speedscope lists them
-    # in its profile picker.
+    # root first. There is one profile per thread and sample type (by
+    # default those of Sonde's views the profile has: cpu-time, wall-time,
+    # alloc-samples, heap-live-size), busiest thread first; speedscope lists
+    # them in its profile picker.
     class Speedscope
       SCHEMA = "https://www.speedscope.app/file-format-schema.json"
-      # speedscope's value units; every other unit is shown as plain numbers.
+      # pprof units that speedscope has too (its schema's ValueUnit); every
+      # other one, "count" among them, is its "none": plain numbers.
       UNITS = { "nanoseconds" => "nanoseconds", "microseconds" => "microseconds",
                 "milliseconds" => "milliseconds", "seconds" => "seconds", "bytes" => "bytes" }.freeze
 
@@ -44,7 +46,7 @@ module Sonde
       private
 
       def default_type_indexes
-        indexes = [ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:wall_time)].filter_map { |name| @stacks.type_index(name) }
+        indexes = Views.present(@stacks).map { |view| @stacks.type_index(view.type) }
         indexes.empty? ? @stacks.sample_types.each_index.to_a : indexes
       end
 

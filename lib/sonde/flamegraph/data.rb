@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "sonde/converters/stacks"
+require "sonde/quantities"
+require "sonde/views"
 
 module Sonde
   module Flamegraph
@@ -9,6 +11,8 @@ module Sonde
     # well under a second. Stacks are stored once, as a tree of nodes
     # (each a parent node and a function), and the samples point at nodes:
     #
+    #   types:     [[name, unit], ...]  formats: ["duration"|"bytes"|"count", ...]
+    #   titles:    [view title or nil, ...]  (one of each per sample type)
     #   functions: [[name, "file:line"], ...]
     #   threads:   [[label, id], ...]          states: ["running", ...]
     #   nodes:     [parent, function, parent, function, ...]   parent -1 at the root;
@@ -22,7 +26,6 @@ module Sonde
       NO_STATE = -1
       NO_LABEL_SET = -1
       ABSENT = -1
-      # The sample type the page opens on, best first.
 
       def initialize(stacks, title:)
         @stacks = stacks
@@ -36,6 +39,8 @@ module Sonde
           "title" => @title,
           "generator" => "sonde #{Sonde::VERSION}",
           "types" => @stacks.sample_types,
+          "formats" => @stacks.sample_types.map { |_type, unit| Quantities.kind(unit).to_s },
+          "titles" => @stacks.sample_types.map { |type, _unit| titles[type] },
           "defaultType" => default_type,
           "functions" => @stacks.functions.map { |f| [f.name, f.location] },
           "threads" => @stacks.threads.map { |t| [t.label, t.id] },
@@ -49,12 +54,17 @@ module Sonde
 
       private
 
+      # The page opens on the first of Sonde's views the profile has (CPU
+      # time first), else on its first sample type.
       def default_type
-        [ProfileNames.sample_type(:cpu_time), ProfileNames.sample_type(:wall_time)].each do |name|
-          index = @stacks.type_index(name)
-          return index if index
-        end
-        0
+        view = Views.present(@stacks).first
+        view ? @stacks.type_index(view.type) : 0
+      end
+
+      # The sample types of Sonde's views, by name, with their titles: the
+      # menu names them ("Live heap (heap-live-size)").
+      def titles
+        @titles ||= Views.all.values.to_h { |view| [view.type, view.title] }
       end
 
       # Label names (sorted) and, per name, its values (in order of first

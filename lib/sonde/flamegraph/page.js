@@ -15,7 +15,11 @@
   var MIN_FRAME_PX = 1; // d3-flame-graph draws no frame narrower than this
   var CELL_HEIGHT = 18;
   var ZOOM_TRANSITION_MS = 300;
-  var DURATION_UNITS = [["ns", 1], ["µs", 1e3], ["ms", 1e6], ["s", 1e9]];
+  // As lib/sonde/quantities.rb shows values, so the page and `sonde report` agree.
+  var UNITS = {
+    duration: [["ns", 1], ["µs", 1e3], ["ms", 1e6], ["s", 1e9]],
+    bytes: [["B", 1], ["KB", 1024], ["MB", 1048576], ["GB", 1073741824], ["TB", 1099511627776]]
+  };
 
   performance.mark("sonde-parse-start");
   var data = JSON.parse(document.getElementById("sonde-data").textContent);
@@ -45,14 +49,15 @@
     });
   }
 
-  // "153 µs", "15.2 ms", "2.03 s" for nanoseconds; plain counts otherwise.
+  // In the chosen sample type's format (data.formats): "153 µs", "15.2 ms"
+  // for durations; "1.50 KB", "48.0 MB" for bytes; "1,000,000" for counts.
   function formatValue(value) {
-    if (data.types[state.type][1] !== "nanoseconds") return Math.round(value).toLocaleString("en-US");
-    if (Math.abs(value) < 1000) return Math.round(value) + " ns";
-    for (var i = 0; i < DURATION_UNITS.length; i++) {
-      var scaled = value / DURATION_UNITS[i][1];
-      var text = significant(scaled);
-      if (i === DURATION_UNITS.length - 1 || Math.abs(parseFloat(text)) < 1000) return text + " " + DURATION_UNITS[i][0];
+    var units = UNITS[data.formats[state.type]];
+    if (!units) return Math.round(value).toLocaleString("en-US");
+    for (var i = 0; i < units.length; i++) {
+      var following = units[i + 1];
+      var text = i === 0 ? String(Math.round(value)) : significant(value / units[i][1]);
+      if (!following || Math.abs(parseFloat(text)) < following[1] / units[i][1]) return text + " " + units[i][0];
     }
   }
 
@@ -416,7 +421,8 @@
     data.types.forEach(function (type, i) {
       var option = document.createElement("option");
       option.value = String(i);
-      option.textContent = type[0];
+      // Sonde's views by their title ("Live heap (heap-live-size)"), other types by name.
+      option.textContent = data.titles[i] ? data.titles[i] + " (" + type[0] + ")" : type[0];
       $("type").appendChild(option);
     });
     $("type").value = String(state.type);

@@ -3,7 +3,8 @@
 module Sonde
   class Report
     # `sonde report --function NAME`: who called one function and what it
-    # called, with the time that went through each, like pprof's -peek.
+    # called, with the time (or allocations, or live heap) that went through
+    # each, like pprof's -peek.
     # In each sample, every distinct caller (the frame just outside an
     # occurrence of the function) and every distinct callee (the frame just
     # inside) gets the sample's value once; a recursive call is neither.
@@ -36,32 +37,32 @@ module Sonde
       end
 
       def render_kind(io, kind, samples)
-        value_index = Report.recorded_index(io, @profile, kind)
-        return unless value_index
+        values = Report.recorded(io, @profile, kind)
+        return unless values
 
-        peek = Peek.new(@frames, @targets, samples, value_index)
+        peek = Peek.new(@frames, @targets, samples, values.index)
         if peek.total.zero?
           io.puts "#{kind.title}: none recorded for this function"
           return
         end
 
-        io.puts "#{kind.title}: total #{Report.human_duration(peek.total)} (#{Report.percent(peek.total, peek.all)}), " \
-                "self #{Report.human_duration(peek.self_value)} (#{Report.percent(peek.self_value, peek.all)}) " \
-                "of #{Report.human_duration(peek.all)}"
-        render_neighbours(io, "Callers (who called it)", peek.callers, peek.all)
-        render_neighbours(io, "Callees (what it called)", peek.callees, peek.all)
+        io.puts "#{kind.title}: total #{values.show(peek.total)} (#{Report.percent(peek.total, peek.all)}), " \
+                "self #{values.show(peek.self_value)} (#{Report.percent(peek.self_value, peek.all)}) " \
+                "of #{values.show(peek.all)}"
+        render_neighbours(io, "Callers (who called it)", peek.callers, peek.all, values)
+        render_neighbours(io, "Callees (what it called)", peek.callees, peek.all, values)
       end
 
-      def render_neighbours(io, title, values, all)
+      def render_neighbours(io, title, neighbours, all, values)
         io.puts "#{title}:"
-        if values.empty?
+        if neighbours.empty?
           io.puts "  none"
           return
         end
 
-        rows = values.sort_by { |group, value| [-value, group ? @frames.groups[group].name : ""] }.map do |group, value|
+        rows = neighbours.sort_by { |group, value| [-value, group ? @frames.groups[group].name : ""] }.map do |group, value|
           function = group && @frames.groups[group]
-          [Report.human_duration(value), Report.percent(value, all), function ? function.name : ROOT,
+          [values.show(value), Report.percent(value, all), function ? function.name : ROOT,
            function ? function.location : ""]
         end
         io.puts Table.new(rows, header: HEADER, numeric_columns: NUMERIC_COLUMNS).lines.map { |line| "  #{line}" }
