@@ -293,7 +293,6 @@ static capture_verdict record_capture(const capture *captured, void *data) {
 }
 
 static void drain_captures(sonde_run *run, drain_mode mode) {
-  alloc_source_record_captures(run, mode == DRAIN_CPU_ONLY);
   if (run->captures == NULL) return;
   drain_run drain = {run, mode};
   capture_buffer_drain(run->captures, record_capture, &drain);
@@ -551,6 +550,14 @@ static void stop_after_failure(sonde_run *run) {
           RB_TYPE_P(message, T_STRING) ? RSTRING_PTR(message) : "");
 }
 
+// Allocation samples are the alloc source's to record: outside any pass
+// (a pass that called into Ruby may be under way on this thread), never
+// charged to the overhead budget.
+static void record_allocations(sonde_run *run, bool keep_unmet) {
+  if (run->pass->in_progress || scheduler_stopping(run->scheduler)) return;
+  alloc_source_record_captures(run, keep_unmet);
+}
+
 static void record_pass_time(sampling_pass *pass, int64_t elapsed) {
   pass->ns_total += elapsed;
   if (pass->ns_min == 0 || elapsed < pass->ns_min) pass->ns_min = elapsed;
@@ -586,6 +593,10 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
   pacing_record_cost(pace, pacing_cost_to_charge(pace, cost, cpu_cost));
   pass->passes++;
   if (origin == PASS_FROM_IDLE_HELPER) pass->idle_passes++;
+  // Every living thread was just met: allocation samples still waiting are
+  // of threads that ended. Recorded outside the pass's timing, so that
+  // sampling allocations never slows the wall ticks down (pacing.h).
+  record_allocations(run, false);
 }
 
 static VALUE drain_protected(VALUE arg) {
@@ -608,10 +619,12 @@ static void drain_with_gvl(sonde_run *run) {
 }
 
 // The one postponed job: the SIGPROF handler queues it on the thread that
-// holds the GVL, which runs it at its next safe point.
+// holds the GVL, which runs it at its next safe point (so does the
+// allocation hook, for the samples it took).
 static void sampling_job(void *unused) {
   sonde_run *run = run_active();
   if (run == NULL) return;
+  record_allocations(run, true);
   if (scheduler_take_tick(run->scheduler)) {
     sampling_pass_run_with_gvl(run, PASS_FROM_TICK);
   } else {
@@ -627,6 +640,7 @@ void sampling_pass_prepare_job(void) {
 void sampling_pass_record_captures(sonde_run *run, bool final) {
   if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
   drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
+  alloc_source_record_captures(run, !final);
 }
 
 // ---------------------------------------------------------------------------
