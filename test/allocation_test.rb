@@ -61,6 +61,18 @@ class AllocationTest < Minitest::Test
     assert_within facts["qux"], qux, 0.10, "Qux, the other seven"
   end
 
+  # 300,000 Strings made inside one C call (String#split) at interval 64:
+  # some 4,700 samples before the next safe point, far more than the
+  # buffer's 256 slots. Equal samples merge, so the count stays right.
+  def test_a_burst_inside_one_c_call_is_counted_in_full
+    facts, profile, = profile_of("burst", 64)
+    stats = facts["stats"]
+    assert_operator stats["alloc_merged_samples"], :>, 1_000, "samples merged while the buffer was full"
+    assert_within facts["strings"], alloc_total(profile, "String", "Object#make_split").to_f, 0.05, "Strings from make_split"
+    lost = total(profile, "alloc-samples") { |s| in_function?(profile, s, "(allocation samples lost)") }
+    assert_operator lost, :<, facts["strings"] * 0.01, "next to nothing lost"
+  end
+
   def test_allocation_samples_take_no_cpu_or_wall_time_and_cpu_samples_no_allocations
     _facts, profile, = profile_of("counts")
     alloc = profile.value_index("alloc-samples")

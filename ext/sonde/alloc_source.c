@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,11 +38,16 @@
 #include "vm.h"
 
 // Samples waiting to be recorded. The job runs at the allocating thread's
-// next safe point, a few allocations later, but samples of a thread no pass
-// has met yet wait for the next pass: at tiny intervals with threads born
-// all the time (the alloc storm stress test, interval 4) 64 slots
-// overflowed, 256 did not. Pages never written cost nothing.
+// next safe point, a few allocations later, but a C call that allocates
+// without reaching one (JSON.parse of a large document) can take hundreds
+// of samples first, and samples of a thread no pass has met yet wait for
+// the next pass. Once the buffer is full, a sample equal to one of the
+// RECENT_SLOTS latest still waiting (same stack, class, thread, labels:
+// inside one C call most are) adds its weight to it; any other is lost,
+// its weight recorded under "(allocation samples lost)". Pages never
+// written cost nothing.
 #define ALLOC_CAPTURE_SLOTS 256
+#define RECENT_SLOTS 16
 // A gap never longer than this many intervals (a random draw near zero).
 #define MAX_GAP_INTERVALS 64
 
@@ -62,6 +68,17 @@ struct alloc_source {
   uint64_t random_state;
   double log_keep_probability; // log(1 - 1/interval)
   capture_buffer *captures;
+  // The latest slots published, to merge into once the buffer is full, and
+  // the sample being taken while it is (its frames: max_frames each).
+  struct {
+    capture *slot;
+    uint64_t sequence;
+  } recent[RECENT_SLOTS];
+  uint32_t recent_next;
+  capture overflow;
+  // Lost samples' weight, and the thread of the latest, until recorded.
+  uint64_t lost_weight;
+  int32_t lost_tid;
   heap_tracker *tracker; // NULL without heap
   recorder_frame *frames; // max_frames + 1: one sample's stack, in recording and in the hook's fallback
   size_t compactions_seen;
@@ -69,6 +86,7 @@ struct alloc_source {
   uint64_t allocations; // the weights of every sample taken
   uint64_t samples;     // recorded
   uint64_t inconsistent_stacks, recording_failures, compaction_resets, heap_samples;
+  uint64_t merged_samples, lost_samples;
 };
 
 static uint64_t next_random(alloc_source *alloc) {
@@ -105,8 +123,11 @@ alloc_source *alloc_source_new(const run_settings *settings) {
   alloc->log_keep_probability = alloc->interval > 1 ? log(1.0 - 1.0 / alloc->interval) : 0;
   alloc->captures = capture_buffer_new(ALLOC_CAPTURE_SLOTS, settings->max_frames);
   alloc->frames = calloc((size_t)settings->max_frames + 1, sizeof(recorder_frame));
+  alloc->overflow.frame_ids = calloc(settings->max_frames, sizeof(uint64_t));
+  alloc->overflow.lines = calloc(settings->max_frames, sizeof(int32_t));
   if (alloc->heap) alloc->tracker = heap_tracker_new(ALLOC_HEAP_MAX_OBJECTS, settings->max_frames + 1);
-  if (!alloc->captures || !alloc->frames || (alloc->heap && !alloc->tracker)) {
+  if (!alloc->captures || !alloc->frames || !alloc->overflow.frame_ids || !alloc->overflow.lines ||
+      (alloc->heap && !alloc->tracker)) {
     alloc_source_free(alloc);
     return NULL;
   }
@@ -120,6 +141,8 @@ void alloc_source_free(alloc_source *alloc) {
   capture_buffer_free(alloc->captures);
   heap_tracker_free(alloc->tracker);
   free(alloc->frames);
+  free(alloc->overflow.frame_ids);
+  free(alloc->overflow.lines);
   free(alloc);
 }
 
@@ -163,32 +186,79 @@ static bool read_stack_no_alloc(alloc_source *alloc, capture *slot) {
   return true;
 }
 
+static bool same_sample(const capture *a, const capture *b) {
+  if (a->tid != b->tid || a->object_class != b->object_class || a->label_set != b->label_set ||
+      a->depth != b->depth || a->total_depth != b->total_depth || !trace_context_equal(&a->trace, &b->trace)) {
+    return false;
+  }
+  for (uint32_t i = 0; i < a->depth; i++) {
+    if (a->frame_ids[i] != b->frame_ids[i] || a->lines[i] != b->lines[i]) return false;
+  }
+  return true;
+}
+
+// A sample that cannot be recorded: its weight waits for the drain, under
+// the lost-samples frame.
+static void lose_weight_no_alloc(alloc_source *alloc, uint32_t weight, int32_t tid) {
+  alloc->lost_weight += weight;
+  alloc->lost_tid = tid;
+}
+
+// The buffer is full: the sample in alloc->overflow joins an equal one
+// still waiting, or is lost.
+static void merge_or_lose_no_alloc(alloc_source *alloc) {
+  const capture *sample = &alloc->overflow;
+  for (uint32_t i = 0; i < RECENT_SLOTS; i++) {
+    capture *slot = alloc->recent[i].slot;
+    if (slot == NULL || slot->sequence != alloc->recent[i].sequence ||
+        !capture_buffer_slot_published(alloc->captures, slot) || !same_sample(slot, sample)) {
+      continue;
+    }
+    uint64_t weight = (uint64_t)slot->weight + sample->weight;
+    slot->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
+    alloc->merged_samples++;
+    return;
+  }
+  alloc->lost_samples++;
+  lose_weight_no_alloc(alloc, sample->weight, sample->tid);
+}
+
 static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
-  uint64_t weight = alloc->gap;
+  uint64_t gap = alloc->gap;
   alloc->gap = draw_gap(alloc);
   alloc->countdown = alloc->gap;
-  alloc->allocations += weight;
+  alloc->allocations += gap;
+  uint32_t weight = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
 
   VALUE object = rb_tracearg_object(rb_tracearg_from_tracepoint(tracepoint));
   capture *slot = capture_buffer_claim_signal_safe(alloc->captures);
-  if (slot == NULL) return; // counted by the buffer
-  if (!read_stack_no_alloc(alloc, slot)) {
-    alloc->inconsistent_stacks++;
-    capture_buffer_abandon_signal_safe(alloc->captures, slot);
-    return;
-  }
+  bool claimed = slot != NULL;
+  if (!claimed) slot = &alloc->overflow;
   slot->kind = CAPTURE_ALLOC;
   slot->tid = current_tid();
-  slot->sequence = capture_buffer_next_sequence_signal_safe(alloc->captures);
   slot->label_set = labels_current_signal_safe();
   labels_current_trace_signal_safe(&slot->trace);
   slot->object = object;
   // Hidden objects (the VM's own) have no class: 0, named at export.
   slot->object_class = RBASIC_CLASS(object);
-  slot->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
-  if (alloc->tracker != NULL) {
-    heap_tracker_track_no_alloc(alloc->tracker, object, slot->object_class, slot->weight, slot->tid, slot->sequence);
+  slot->weight = weight;
+  if (!read_stack_no_alloc(alloc, slot)) {
+    alloc->inconsistent_stacks++;
+    if (claimed) capture_buffer_abandon_signal_safe(alloc->captures, slot);
+    lose_weight_no_alloc(alloc, weight, slot->tid);
+    return;
   }
+  if (!claimed) {
+    merge_or_lose_no_alloc(alloc);
+    return;
+  }
+  slot->sequence = capture_buffer_next_sequence_signal_safe(alloc->captures);
+  if (alloc->tracker != NULL) {
+    heap_tracker_track_no_alloc(alloc->tracker, object, slot->object_class, weight, slot->tid, slot->sequence);
+  }
+  alloc->recent[alloc->recent_next % RECENT_SLOTS].slot = slot;
+  alloc->recent[alloc->recent_next % RECENT_SLOTS].sequence = slot->sequence;
+  alloc->recent_next++;
   capture_buffer_publish_signal_safe(alloc->captures, slot);
   vm_postponed_job_trigger_signal_safe();
 }
@@ -270,12 +340,27 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   return CAPTURE_TAKEN;
 }
 
+// The weight of the samples lost since the last drain, under its own frame.
+static void record_lost_weight(sonde_run *run) {
+  alloc_source *alloc = run->alloc;
+  if (alloc->lost_weight == 0) return;
+  recorder_frame frame = {.frame_id = stacks_lost_allocations_frame_id(), .line = 0};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = (int64_t)alloc->lost_weight};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = ALLOC_CLASS_UNKNOWN};
+  thread_context *context = thread_contexts_find_by_tid(run->contexts, alloc->lost_tid);
+  if (!record_for_thread(run, context, alloc->lost_tid, &frame, 1, &sample_context, values)) {
+    alloc->recording_failures++;
+  }
+  alloc->lost_weight = 0;
+}
+
 void alloc_source_record_captures(sonde_run *run, bool keep_unmet) {
   alloc_source *alloc = run->alloc;
   if (alloc == NULL) return;
   if (alloc->tracker != NULL && alloc->running) reset_heap_if_compacted(alloc);
   alloc_drain drain = {run, keep_unmet};
   capture_buffer_drain(alloc->captures, record_alloc_capture, &drain);
+  record_lost_weight(run);
   if (alloc->tracker != NULL) heap_tracker_tidy(alloc->tracker);
 }
 
@@ -358,9 +443,9 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
   PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
   PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
+  PUT(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
   PUT(stats, "alloc_dropped_samples",
-      alloc != NULL ? capture_buffer_drops(alloc->captures) + alloc->inconsistent_stacks + alloc->recording_failures
-                    : 0);
+      alloc != NULL ? alloc->lost_samples + alloc->inconsistent_stacks + alloc->recording_failures : 0);
   bool heap = alloc != NULL && alloc->tracker != NULL;
   PUT(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
   PUT(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
@@ -374,7 +459,9 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
 // left half-written are forgotten. (The cached tid has its own atfork
 // handler.)
 static void forget_alloc_after_fork(sonde_run *run) {
-  if (run->alloc != NULL) capture_buffer_reset(run->alloc->captures);
+  if (run->alloc == NULL) return;
+  capture_buffer_reset(run->alloc->captures);
+  memset(run->alloc->recent, 0, sizeof(run->alloc->recent));
 }
 
 const event_source alloc_event_source = {

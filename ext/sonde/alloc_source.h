@@ -29,6 +29,10 @@
 // interval; the table is then 4 MB (heap_tracker.c).
 #define ALLOC_HEAP_MAX_OBJECTS (1u << 15)
 
+// The object class of the samples that stand for lost ones (their class is
+// unknown); never a class's VALUE (those are 8-byte aligned).
+#define ALLOC_CLASS_UNKNOWN 1
+
 // NULL when out of memory.
 alloc_source *alloc_source_new(const run_settings *settings);
 void alloc_source_free(alloc_source *alloc);

@@ -171,6 +171,10 @@ void capture_buffer_reset(capture_buffer *buffer) {
   for (uint32_t i = 0; i < buffer->slot_count; i++) __atomic_store_n(&buffer->states[i], SLOT_FREE, __ATOMIC_RELEASE);
 }
 
+bool capture_buffer_slot_published(const capture_buffer *buffer, const capture *slot) {
+  return __atomic_load_n(&buffer->states[index_of(buffer, slot)], __ATOMIC_ACQUIRE) == SLOT_PUBLISHED;
+}
+
 uint64_t capture_buffer_published(const capture_buffer *buffer) {
   return __atomic_load_n(&buffer->published, __ATOMIC_RELAXED);
 }

@@ -103,6 +103,12 @@ void capture_buffer_each_published(const capture_buffer *buffer, void (*visit)(c
 // stop, or in a forked child, where the other threads are gone).
 void capture_buffer_reset(capture_buffer *buffer);
 
+// Whether slot (one of this buffer's) is published and not yet taken by a
+// drain. Meaningful only to a producer that runs one at a time with the
+// consumer (the allocation hook and its drain both hold the GVL): such a
+// producer may then still change a published slot it wrote.
+bool capture_buffer_slot_published(const capture_buffer *buffer, const capture *slot);
+
 // Counters: slots published in all, and captures lost to a full buffer.
 uint64_t capture_buffer_published(const capture_buffer *buffer);
 uint64_t capture_buffer_drops(const capture_buffer *buffer);

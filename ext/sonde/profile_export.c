@@ -22,6 +22,7 @@
 #include <ruby/st.h>
 #include <ruby/thread.h>
 
+#include "alloc_source.h"
 #include "pprof.h"
 #include "profile_names.h"
 #include "stacks.h"
@@ -210,7 +211,9 @@ static int64_t class_name_index(export_run *run, uint64_t object_class) {
   if (st_lookup(run->class_names, (st_data_t)object_class, &found)) return (int64_t)found;
   int64_t index;
   VALUE klass = (VALUE)object_class;
-  if (object_class == 0 || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
+  if (object_class == ALLOC_CLASS_UNKNOWN) {
+    index = pprof_cstring(run->builder, "(unknown)");
+  } else if (object_class == 0 || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
     index = pprof_cstring(run->builder, "(VM internal)");
   } else {
     index = intern_ruby_string(run->builder, rb_class_path(rb_class_real(klass)));

@@ -12,6 +12,7 @@
 #define SYNTHETIC_KIND_MASK 7u
 #define SYNTHETIC_TRUNCATED 1u
 #define SYNTHETIC_GC 2u
+#define SYNTHETIC_LOST_ALLOCATIONS 3u
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
@@ -42,6 +43,8 @@ uint32_t stacks_from_capture(const capture *captured, recorder_frame *frames, ui
 
 uint64_t stacks_gc_frame_id(void) { return SYNTHETIC_GC; }
 
+uint64_t stacks_lost_allocations_frame_id(void) { return SYNTHETIC_LOST_ALLOCATIONS; }
+
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   if (!is_synthetic(frame_id)) {
     vm_describe_frame(frame_id, name, path, first_line);
@@ -59,6 +62,9 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
       break;
     case SYNTHETIC_GC:
       *name = rb_str_new_cstr("Garbage Collection");
+      break;
+    case SYNTHETIC_LOST_ALLOCATIONS:
+      *name = rb_str_new_cstr("(allocation samples lost)");
       break;
     default:
       *name = rb_str_new_cstr("(unknown)");

@@ -24,6 +24,11 @@ uint32_t stacks_from_capture(const capture *captured, recorder_frame *frames, ui
 // The synthetic frame GC time is recorded under ("Garbage Collection").
 uint64_t stacks_gc_frame_id(void);
 
+// The synthetic frame allocations whose samples were lost are recorded
+// under ("(allocation samples lost)"), so that alloc-samples still totals
+// every allocation.
+uint64_t stacks_lost_allocations_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);

@@ -210,8 +210,28 @@ static void test_many_writers_one_consumer(void) {
   capture_buffer_free(buffer);
 }
 
+static capture_verdict keep_it(const capture *slot, void *data) { return CAPTURE_KEPT; }
+static capture_verdict take_it(const capture *slot, void *data) { return CAPTURE_TAKEN; }
+
+// A slot reads as published from its publish until a drain takes it (the
+// allocation hook merges into such slots), and kept slots stay published.
+static void test_slot_published_follows_the_slot(void) {
+  capture_buffer *buffer = capture_buffer_new(SLOTS, FRAMES);
+  capture *slot = capture_buffer_claim_signal_safe(buffer);
+  CHECK(!capture_buffer_slot_published(buffer, slot));
+  fill(slot, 1, 1);
+  capture_buffer_publish_signal_safe(buffer, slot);
+  CHECK(capture_buffer_slot_published(buffer, slot));
+  capture_buffer_drain(buffer, keep_it, NULL);
+  CHECK(capture_buffer_slot_published(buffer, slot));
+  capture_buffer_drain(buffer, take_it, NULL);
+  CHECK(!capture_buffer_slot_published(buffer, slot));
+  capture_buffer_free(buffer);
+}
+
 int main(void) {
   test_claim_fill_publish_drain();
+  test_slot_published_follows_the_slot();
   test_full_buffer_counts_drops_and_kept_slots_stay();
   test_many_writers_one_consumer();
   CHECK(capture_buffer_new(0, FRAMES) == NULL);

@@ -12,6 +12,9 @@
 #   compaction: the heap mode's survivors, then GC.compact, then more survivors
 #   threads:    200,000 Foo on a thread named "allocator", 100,000 on main,
 #               inside Sonde.with_labels(phase: "labelled")
+#   burst:      3 calls of String#split making 300,000 Strings each from
+#               make_split: one C call, no safe point, far more samples
+#               than the buffer holds at the interval given
 require "json"
 require "objspace"
 require "sonde"
@@ -33,11 +36,13 @@ def make_pattern(count)
 end
 
 def make_survivors(count) = Array.new(count) { Foo.new }
+def make_split(text) = text.split(",")
 def make_garbage(count) = count.times { Foo.new }
 
 mode, out, interval = ARGV
 options = { alloc_interval: Integer(interval || Sonde::Options::DEFAULT_ALLOC_INTERVAL) }
-options[mode == "counts" || mode == "threads" ? :alloc : :heap] = true
+options[%w[counts threads burst].include?(mode) ? :alloc : :heap] = true
+text = "x," * 300_000 if mode == "burst"
 facts = { "mode" => mode }
 Sonde.start(**options)
 case mode
@@ -67,6 +72,9 @@ when "compaction"
   GC.start
   facts["survivors_after_compaction"] = more.size
   facts["kept"] = survivors.size
+when "burst"
+  3.times { make_split(text) }
+  facts["strings"] = 900_000
 when "threads"
   Thread.new do
     Thread.current.name = "allocator"
