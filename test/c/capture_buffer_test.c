@@ -210,8 +210,17 @@ static void test_many_writers_one_consumer(void) {
   capture_buffer_free(buffer);
 }
 
-static capture_verdict keep_it(const capture *slot, void *data) { return CAPTURE_KEPT; }
-static capture_verdict take_it(const capture *slot, void *data) { return CAPTURE_TAKEN; }
+static capture_verdict keep_it(const capture *slot, void *data) {
+  (void)slot;
+  (void)data;
+  return CAPTURE_KEPT;
+}
+
+static capture_verdict take_it(const capture *slot, void *data) {
+  (void)slot;
+  (void)data;
+  return CAPTURE_TAKEN;
+}
 
 // A slot reads as published from its publish until a drain takes it (the
 // allocation hook merges into such slots), and kept slots stay published.
