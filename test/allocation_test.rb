@@ -73,6 +73,16 @@ class AllocationTest < Minitest::Test
     assert_operator lost, :<, facts["strings"] * 0.01, "next to nothing lost"
   end
 
+  # The VM's own objects (imemos) keep data in their class word: sampled
+  # at every allocation across many GCs, none may be taken for a class
+  # (the GC mark phase would crash on it).
+  def test_the_vm_internal_objects_are_sampled_without_a_class
+    _facts, profile, = profile_of("internals", 1)
+    internal = total(profile, "alloc-samples") { |s| class_of(s) == "(VM internal)" }
+    assert_operator internal, :>, 10_000, "imemos allocated by blocks and ifuncs"
+    assert_operator total(profile, "alloc-samples") { |s| class_of(s) == "Array" }, :>, 100_000
+  end
+
   def test_allocation_samples_take_no_cpu_or_wall_time_and_cpu_samples_no_allocations
     _facts, profile, = profile_of("counts")
     alloc = profile.value_index("alloc-samples")

@@ -197,6 +197,24 @@ static bool same_sample(const capture *a, const capture *b) {
   return true;
 }
 
+// The class of a newly allocated object, or 0 for the VM's own objects.
+// Hidden objects have klass 0 already; an imemo (and a parser node) uses
+// its klass word for data of its own (an ifunc's pointer, a cref's
+// value), which must never be taken for a class: the GC would be asked to
+// mark it (the crash `rake bench:alloc` found on 3.3).
+static uint64_t class_of_new_object_no_alloc(VALUE object) {
+  switch (RB_BUILTIN_TYPE(object)) {
+    case RUBY_T_IMEMO:
+    case RUBY_T_NODE:
+    case RUBY_T_NONE:
+    case RUBY_T_ZOMBIE:
+    case RUBY_T_MOVED:
+      return 0;
+    default:
+      return RBASIC_CLASS(object);
+  }
+}
+
 // A sample that cannot be recorded: its weight waits for the drain, under
 // the lost-samples frame.
 static void lose_weight_no_alloc(alloc_source *alloc, uint32_t weight, int32_t tid) {
@@ -239,8 +257,7 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
   slot->label_set = labels_current_signal_safe();
   labels_current_trace_signal_safe(&slot->trace);
   slot->object = object;
-  // Hidden objects (the VM's own) have no class: 0, named at export.
-  slot->object_class = RBASIC_CLASS(object);
+  slot->object_class = class_of_new_object_no_alloc(object);
   slot->weight = weight;
   if (!read_stack_no_alloc(alloc, slot)) {
     alloc->inconsistent_stacks++;

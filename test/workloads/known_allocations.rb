@@ -12,6 +12,10 @@
 #   compaction: the heap mode's survivors, then GC.compact, then more survivors
 #   threads:    200,000 Foo on a thread named "allocator", 100,000 on main,
 #               inside Sonde.with_labels(phase: "labelled")
+#   internals:  every allocation sampled (interval 1) while code makes the
+#               VM's own objects (blocks, ifuncs, method objects, call infos
+#               of keyword calls made by send), with GCs between: their
+#               class word is not a class
 #   burst:      3 calls of String#split making 300,000 Strings each from
 #               make_split: one C call, no safe point, far more samples
 #               than the buffer holds at the interval given
@@ -37,11 +41,12 @@ end
 
 def make_survivors(count) = Array.new(count) { Foo.new }
 def make_split(text) = text.split(",")
+def keywords(a:, b: 2) = a + b
 def make_garbage(count) = count.times { Foo.new }
 
 mode, out, interval = ARGV
 options = { alloc_interval: Integer(interval || Sonde::Options::DEFAULT_ALLOC_INTERVAL) }
-options[%w[counts threads burst].include?(mode) ? :alloc : :heap] = true
+options[%w[counts threads burst internals].include?(mode) ? :alloc : :heap] = true
 text = "x," * 300_000 if mode == "burst"
 facts = { "mode" => mode }
 Sonde.start(**options)
@@ -72,6 +77,17 @@ when "compaction"
   GC.start
   facts["survivors_after_compaction"] = more.size
   facts["kept"] = survivors.size
+when "internals"
+  20.times do
+    5_000.times do |i|
+      [i, i + 1].each_slice(1).map { |slice| slice.sum }.then { |x| method(:Integer).to_proc.call(x.first) }
+      # A call made at run time with keywords gets a call info whose
+      # class word points at the keywords' malloc'd description.
+      Kernel.instance_method(:then).bind_call(i) { |n| __send__(:keywords, a: n, b: 1) }
+      send(:keywords, a: i)
+    end
+    GC.start
+  end
 when "burst"
   3.times { make_split(text) }
   facts["strings"] = 900_000
