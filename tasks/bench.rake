@@ -12,6 +12,7 @@
 #   SONDE_BENCH_RESULTS=/tmp/trial.md SONDE_BENCH_PAIRS=3 rake bench
 BENCH_RUN = File.expand_path("../bench/run.rb", __dir__)
 INSTALL_PEERS = File.expand_path("../bench/support/install_peers.rb", __dir__)
+ALLOC_COST = File.expand_path("../bench/alloc_cost.rb", __dir__)
 RUBY33 = File.expand_path("../script/ruby33", __dir__)
 
 # Sonde's 3.3 build, when the run includes Ruby 3.3.
@@ -24,6 +25,7 @@ namespace :bench do
   desc "Benchmarks, tiny sizes, this Ruby only (~1 min, no network): fails if a workload or profiler breaks"
   task smoke: :compile do
     sh RbConfig.ruby, BENCH_RUN, "--smoke"
+    sh RbConfig.ruby, ALLOC_COST, "--smoke"
   end
 
   desc "Sonde vs StackProf cpu mode, process CPU of the cpu workload, many interleaved rounds (ROUNDS=30 RATE=100; ~3 min)"
@@ -36,6 +38,16 @@ namespace :bench do
   desc "What labels (Sonde::Middleware) cost a Rack request, in-process A/B/A while Sonde samples (SCALE=1: 100 rounds, ~30 s)"
   task labels: :compile do
     sh RbConfig.ruby, File.join(__dir__, "..", "bench", "labels_cost.rb"), ENV.fetch("SCALE", "1")
+  end
+
+  # Its own report, not a section of RESULTS.md: `rake bench` already takes
+  # 20 to 45 minutes here, and this is a question of its own (what turning
+  # alloc: or heap: on costs), asked each time the allocation path changes.
+  desc "What allocation profiling costs (Sonde alloc/heap vs StackProf object mode, Vernier), " \
+       "3.1 and 3.3 (ROUNDS=7, ~12 min); writes bench/ALLOC_RESULTS.md or $SONDE_BENCH_ALLOC_RESULTS"
+  task alloc: [:compile, :peers] do
+    compile_for_benchmarked_rubies
+    sh RbConfig.ruby, ALLOC_COST, ENV.fetch("ROUNDS", "7")
   end
 
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"

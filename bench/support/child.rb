@@ -31,6 +31,10 @@ module SondeBench
     TIMEOUT_PER_SCALE_S = 60
     # A run that asked for this many samples (rate x duration) and got none is broken.
     SAMPLES_EXPECTED = 10
+    EXCERPT_LINES = 15
+    RUBY_BUG = "[BUG]"
+    # A C backtrace line in Sonde's native library, named by its function.
+    SONDE_FRAME = /sonde_native\S*\.so\(\w/.freeze
 
     # One finished run: the workload's line and the hook's line, merged.
     Run = Struct.new(:workload, :ruby, :profiler, :rate, :elapsed_s, :cpu_s, :details, :hook, keyword_init: true) do
@@ -113,7 +117,18 @@ module SondeBench
       status = waiter.value
       return if status.success?
 
-      raise Failure, "#{what} failed (#{status}):\n#{File.read(log).lines.last(15).join}"
+      raise Failure, "#{what} failed (#{status}):\n#{excerpt(File.read(log))}"
+    end
+
+    # What a failed child's output says: for a crash, Ruby's [BUG] line and
+    # the C backtrace's frames in Sonde's code (the tail of a crash report
+    # is the memory map, which says nothing); otherwise its last lines.
+    def excerpt(output)
+      lines = output.lines
+      bug = lines.index { |line| line.include?(RUBY_BUG) }
+      return lines.last(EXCERPT_LINES).join unless bug
+
+      [lines[bug], *lines.grep(SONDE_FRAME).first(EXCERPT_LINES)].join
     end
 
     def parse(workload, ruby, profiler, rate, output, hook)

@@ -10,8 +10,16 @@
 # starting the profiler happen before it, stopping after it. The peers'
 # hooks are in hooks/ (one file each, with the options they use).
 #
-#   SONDE_BENCH_PROFILER     none | sonde | stackprof-cpu | stackprof-wall | datadog | vernier | pf2
+#   SONDE_BENCH_PROFILER     none | sonde | stackprof-cpu | stackprof-wall | stackprof-object |
+#                            datadog | vernier | pf2
 #   SONDE_BENCH_RATE         samples per second (Hz)
+#   SONDE_BENCH_ALLOC_INTERVAL  optional: sample one allocation in N (Sonde's
+#                            alloc: true with alloc_interval: N, StackProf
+#                            object mode's interval, Vernier's
+#                            allocation_interval); 0 turns Sonde's off
+#                            explicitly. Unset: each profiler's default (for
+#                            Sonde, its options and SONDE_* variables)
+#   SONDE_BENCH_HEAP         1: Sonde also tracks the live heap (heap: true)
 #   SONDE_BENCH_OUT          file to append the JSON line to
 #   SONDE_BENCH_PROFILE_OUT  optional: where to write the profile, in the
 #                            profiler's own format (pprof for Sonde and
@@ -22,7 +30,7 @@ require "json"
 module SondeBench
   # Everything this hook does, kept out of the workload's namespace.
   module ProfilerHook
-    PROFILERS = %w[none sonde stackprof-cpu stackprof-wall datadog vernier pf2].freeze
+    PROFILERS = %w[none sonde stackprof-cpu stackprof-wall stackprof-object datadog vernier pf2].freeze
     # The peers' hooks: a module with start(rate, profile_out) and
     # stop(profile_out) -> Hash, in hooks/<file>.rb.
     PEER_HOOKS = { "datadog" => %w[datadog DatadogHook], "vernier" => %w[vernier VernierHook],
@@ -45,6 +53,10 @@ module SondeBench
     UNSTARTED_THREAD_ID = 0
 
     class << self
+      # SONDE_BENCH_ALLOC_INTERVAL as an Integer, nil when unset (the peers'
+      # hooks read it here).
+      attr_reader :alloc_interval
+
       def start
         @profiler = ENV.fetch("SONDE_BENCH_PROFILER", "none")
         raise ArgumentError, "SONDE_BENCH_PROFILER=#{@profiler}: expected one of #{PROFILERS.join(", ")}" unless
@@ -53,6 +65,9 @@ module SondeBench
         @rate = Integer(ENV.fetch("SONDE_BENCH_RATE", "100"))
         @profile_out = ENV["SONDE_BENCH_PROFILE_OUT"]
         @profile_out = nil if @profile_out&.empty?
+        interval = ENV["SONDE_BENCH_ALLOC_INTERVAL"]
+        @alloc_interval = interval.nil? || interval.empty? ? nil : Integer(interval)
+        @heap = ENV["SONDE_BENCH_HEAP"] == "1"
         @started = now
         if (peer = PEER_HOOKS[@profiler])
           require_relative "hooks/#{peer.first}"
@@ -72,7 +87,17 @@ module SondeBench
 
       def start_sonde
         require "sonde"
-        Sonde.start(rate: @rate)
+        Sonde.start(rate: @rate, **sonde_allocation_options)
+      end
+
+      # Keywords only for what the run asked for: a run that says nothing
+      # gets Sonde's defaults, as every other benchmark does.
+      def sonde_allocation_options
+        options = @heap ? { heap: true } : {}
+        return options unless @alloc_interval
+        return options.merge(alloc: false) if @alloc_interval.zero?
+
+        options.merge(alloc: true, alloc_interval: @alloc_interval)
       end
 
       def start_stackprof_cpu
@@ -86,6 +111,14 @@ module SondeBench
       def start_stackprof(mode)
         require "stackprof"
         StackProf.start(mode: mode, interval: MICROSECONDS_PER_SECOND / @rate, raw: true)
+      end
+
+      # Object mode samples every Nth allocation (interval: N, StackProf's
+      # default 1: every one); raw: false, its default, since nothing reads
+      # a raw timeline of allocations and keeping one costs every sample.
+      def start_stackprof_object
+        require "stackprof"
+        StackProf.start(mode: :object, **(@alloc_interval ? { interval: @alloc_interval } : {}))
       end
 
       def finish
@@ -117,6 +150,10 @@ module SondeBench
       end
 
       def stop_stackprof_wall
+        stop_stackprof
+      end
+
+      def stop_stackprof_object
         stop_stackprof
       end
 
