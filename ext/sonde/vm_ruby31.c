@@ -242,10 +242,17 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
   return (uint32_t)kept;
 }
 
+// The owner must also be the thread whose execution context this native
+// thread runs now: Ruby 3.1 keeps ended threads' native threads for reuse,
+// and one picked up for a new Ruby thread can be the owner's while its
+// thread-local execution context still names the ended thread, whose
+// struct the GC may have freed (valgrind saw rb_postponed_job_register_one,
+// which reads that context, read freed memory). Such a tick is skipped.
 const void *vm_gvl_holder_self_signal_safe(void) {
   if (main_ractor == NULL) return NULL;
   const rb_thread_t *owner = __atomic_load_n(&main_ractor->threads.gvl.owner, __ATOMIC_RELAXED);
-  return owner != NULL && pthread_equal(owner->thread_id, pthread_self()) ? owner : NULL;
+  if (owner == NULL || !pthread_equal(owner->thread_id, pthread_self())) return NULL;
+  return rb_current_execution_context(false) == owner->ec ? owner : NULL;
 }
 
 // gc.c's during_gc flag: a plain read (StackProf's handler reads it the same way).
