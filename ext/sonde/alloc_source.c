@@ -22,13 +22,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <ruby/debug.h>
 
 #include "capture_buffer.h"
 #include "clocks.h"
+#include "current_tid.h"
 #include "heap_tracker.h"
 #include "labels.h"
 #include "own_threads.h"
@@ -36,6 +35,7 @@
 #include "stacks.h"
 #include "thread_contexts.h"
 #include "vm.h"
+#include "xorshift.h"
 
 // Samples waiting to be recorded. The job runs at the allocating thread's
 // next safe point, a few allocations later, but a C call that allocates
@@ -89,23 +89,12 @@ struct alloc_source {
   uint64_t merged_samples, lost_samples;
 };
 
-static uint64_t next_random(alloc_source *alloc) {
-  // xorshift64*: no state but one word, no allocation, good enough to
-  // decorrelate the gaps from any allocation pattern.
-  uint64_t x = alloc->random_state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  alloc->random_state = x;
-  return x * UINT64_C(0x2545f4914f6cdd1d);
-}
-
 // A geometric gap with mean interval: the number of allocations up to and
 // including the next sampled one, as if each were sampled with
 // probability 1 / interval.
 static uint64_t draw_gap(alloc_source *alloc) {
   if (alloc->interval <= 1) return 1;
-  double uniform = ((double)(next_random(alloc) >> 11) + 1.0) / 9007199254740992.0; // (0, 1]
+  double uniform = ((double)(xorshift_next(&alloc->random_state) >> 11) + 1.0) / 9007199254740992.0; // (0, 1]
   double gap = 1.0 + floor(log(uniform) / alloc->log_keep_probability);
   double max_gap = (double)alloc->interval * MAX_GAP_INTERVALS;
   return gap > max_gap ? (uint64_t)max_gap : (uint64_t)gap;
@@ -152,17 +141,6 @@ bool alloc_source_tracks_heap(const sonde_run *run) { return run->alloc != NULL 
 
 // ---------------------------------------------------------------------------
 // Inside allocation (NEWOBJ) and GC (FREEOBJ).
-
-// The calling thread's tid, cached; 0 in a forked child's surviving thread
-// until it allocates again (reset by an atfork handler).
-static __thread int32_t alloc_thread_tid __attribute__((tls_model("initial-exec")));
-
-static void forget_tid_in_child(void) { alloc_thread_tid = 0; }
-
-static int32_t current_tid(void) {
-  if (alloc_thread_tid == 0) alloc_thread_tid = (int32_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
-  return alloc_thread_tid;
-}
 
 // The thread's own stack into the slot. Where the VM cannot have its stack
 // read from a signal handler (3.1 with YJIT) it is read the usual way: the
@@ -253,7 +231,7 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
   bool claimed = slot != NULL;
   if (!claimed) slot = &alloc->overflow;
   slot->kind = CAPTURE_ALLOC;
-  slot->tid = current_tid();
+  slot->tid = current_tid_cached();
   slot->label_set = labels_current_signal_safe();
   labels_current_trace_signal_safe(&slot->trace);
   slot->object = object;
@@ -325,7 +303,7 @@ static bool record_for_thread(sonde_run *run, thread_context *context, int64_t t
     named = thread_context_recorder_index(context, rec, &sample_context->thread_index);
   } else {
     char name[THREAD_NAME_SIZE];
-    snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+    thread_contexts_name_of_unmet(tid, name, sizeof(name));
     named = recorder_intern_thread(rec, tid, name, &sample_context->thread_index) == 0;
   }
   return named && recorder_add(rec, stack_id, sample_context, values) == 0;
@@ -411,8 +389,6 @@ void alloc_source_record_heap(sonde_run *run) {
 static sonde_status start_alloc(sonde_run *run, char *error, size_t error_size) {
   alloc_source *alloc = run->alloc;
   if (alloc == NULL) return SONDE_OK;
-  static bool atfork_registered; // with the GVL
-  if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, forget_tid_in_child) == 0;
   if (alloc->tracker != NULL) {
     alloc->compactions_seen = compaction_count();
     alloc->freeobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, on_freeobj_no_alloc, alloc);
@@ -474,7 +450,7 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
 // In a forked child the hooks still run (the child's Process._fork hook
 // stops the run), on the one thread left: only the captures other threads
 // left half-written are forgotten. (The cached tid has its own atfork
-// handler.)
+// handler: current_tid.h.)
 static void forget_alloc_after_fork(sonde_run *run) {
   if (run->alloc == NULL) return;
   capture_buffer_reset(run->alloc->captures);

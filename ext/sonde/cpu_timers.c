@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "clocks.h"
+#include "xorshift.h"
 
 // Records per chunk and chunks at most: 16384 threads timed at once. A
 // thread beyond that goes without a timer (counted as a failure).
@@ -93,16 +94,6 @@ void cpu_timers_free(cpu_timers *timers) {
   for (uint32_t i = 0; i < timers->chunk_count; i++) free(timers->chunks[i]);
   pthread_mutex_destroy(&timers->lock);
   free(timers);
-}
-
-static uint64_t next_random(cpu_timers *timers) {
-  // xorshift64*: plenty for spreading first expiries over an interval.
-  uint64_t x = timers->random_state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  timers->random_state = x;
-  return x * UINT64_C(0x2545f4914f6cdd1d);
 }
 
 static uint32_t take_generation(cpu_timers *timers) {
@@ -197,7 +188,7 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
       timer_record *record = record_at(timers, index);
       uint32_t generation = take_generation(timers);
       uint64_t value = ((uint64_t)index << GENERATION_BITS) | generation;
-      int64_t first_expiry = 1 + (int64_t)(next_random(timers) % (uint64_t)timers->interval_ns);
+      int64_t first_expiry = 1 + (int64_t)(xorshift_next(&timers->random_state) % (uint64_t)timers->interval_ns);
       result = create_timer(timers, clock, tid, value, &record->timer);
       if (result == CPU_TIMER_REFUSED || result == CPU_TIMER_UNAVAILABLE) {
         __atomic_fetch_add(&timers->failures, 1, __ATOMIC_RELAXED);

@@ -13,15 +13,13 @@
 // by the timers' signals and the hook's CPU figure would be dropped anyway.
 #include "gc_source.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <ruby/debug.h>
 
 #include "clocks.h"
+#include "current_tid.h"
 #include "cpu_timers.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
@@ -65,19 +63,6 @@ void gc_source_note_running_thread(gc_source *gc, int64_t tid) { gc->last_runnin
 // ---------------------------------------------------------------------------
 // During GC.
 
-// The calling thread's tid, 0 until its first GC; reset in a forked child
-// for the one thread that survives (an atfork handler, registered at the
-// first start, so a child that starts Sonde after forking is right too).
-// Initial-exec, so reading it allocates nothing.
-static __thread int64_t gc_thread_tid __attribute__((tls_model("initial-exec")));
-
-static void forget_tid_in_child(void) { gc_thread_tid = 0; }
-
-static int64_t current_tid(void) {
-  if (gc_thread_tid == 0) gc_thread_tid = (int64_t)syscall(SYS_gettid); // gettid() needs glibc 2.30
-  return gc_thread_tid;
-}
-
 static bool gc_cpu_time_wanted(const gc_source *gc) {
   return gc->timers == NULL || cpu_timers_any_refused(gc->timers);
 }
@@ -89,7 +74,7 @@ static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
     case RUBY_INTERNAL_EVENT_GC_ENTER:
       gc->started_wall_ns = clocks_monotonic_ns();
       gc->started_cpu_ns = gc_cpu_time_wanted(gc) ? clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
-      gc->gc_tid = current_tid();
+      gc->gc_tid = current_tid_cached();
       break;
     case RUBY_INTERNAL_EVENT_GC_EXIT: {
       if (gc->started_wall_ns == 0) return; // enabled mid-GC
@@ -143,7 +128,7 @@ uint8_t gc_source_latest_gc_state(void) {
 // A GC can run on one of Sonde's own threads (the flusher allocates): it is
 // named as that thread is, by its tid.
 static void name_own_thread(const own_threads *own, int64_t tid, char *name, size_t size) {
-  snprintf(name, size, "thread %lld", (long long)tid);
+  thread_contexts_name_of_unmet(tid, name, size);
   for (int i = 0; i < own->count; i++) {
     vm_thread_info info;
     if (!vm_thread_info_of(own->threads[i], &info) || info.native_tid != tid) continue;
@@ -201,8 +186,6 @@ static sonde_status start_gc(sonde_run *run, char *error, size_t error_size) {
   gc_source *gc = run->gc;
   gc->timers = run->timers;
   if (!gc->record_gc) return SONDE_OK;
-  static bool atfork_registered; // with the GVL
-  if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, forget_tid_in_child) == 0;
   if (vm_gc_hooks_slow_allocation()) {
     gc->polled = true;
     gc->total_time_seen_ns = vm_gc_total_time_ns();
@@ -228,7 +211,7 @@ static void add_gc_stats(const sonde_run *run, VALUE stats) {
 }
 
 // Nothing of the GC source lives in another thread (the cached tid has its
-// own atfork handler).
+// own atfork handler: current_tid.h).
 static void forget_gc_after_fork(sonde_run *run) {}
 
 const event_source gc_event_source = {

@@ -16,6 +16,7 @@
 #include "alloc_source.h"
 #include "capture_buffer.h"
 #include "clocks.h"
+#include "current_tid.h"
 #include "cpu_timer_source.h"
 #include "cpu_timers.h"
 #include "event_source.h"
@@ -71,7 +72,8 @@ static void mark_profiler(void *data) {
   if (state == NULL) return;
   sonde_run *run = &state->run;
   recorder_slots_each_frame(run->slots, stacks_mark);
-  recorder_slots_each_object_class(run->slots, mark_object_class);
+  // Only allocation and heap samples have classes: other runs skip the walk.
+  if (run->alloc != NULL) recorder_slots_each_object_class(run->slots, mark_object_class);
   if (run->captures != NULL) capture_buffer_each_published_frame(run->captures, mark_frame, NULL);
   thread_contexts_mark(run->contexts);
   own_threads_mark(run->own);
@@ -476,6 +478,7 @@ static void forget_run_after_fork(void) {
 void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
   pthread_atfork(NULL, NULL, forget_run_after_fork);
+  current_tid_init();
   rb_set_end_proc(halt_at_exit, Qnil);
   rb_define_module_function(native, "start", native_start, 1);
   rb_define_module_function(native, "stop", native_stop, -1);

@@ -754,6 +754,12 @@ recorder_sample recorder_sample_at(const recorder *rec, size_t index) {
   return sample;
 }
 
+void recorder_each_object_class(const recorder *rec, void (*visit)(uint64_t object_class)) {
+  for (uint32_t i = 0; i < rec->samples.count; i++) {
+    if (rec->samples.entries[i].object_class != 0) visit(rec->samples.entries[i].object_class);
+  }
+}
+
 int64_t recorder_total(const recorder *rec, int value_index) {
   if (value_index < 0 || value_index >= RECORDER_VALUE_COUNT) return 0;
   uint64_t total = 0;

@@ -111,6 +111,10 @@ recorder_thread recorder_thread_at(const recorder *rec, size_t index);
 size_t recorder_sample_count(const recorder *rec);
 recorder_sample recorder_sample_at(const recorder *rec, size_t index);
 
+// Calls visit for the object class of every sample that has one (the GC
+// mark phase: read in place, no sample copied).
+void recorder_each_object_class(const recorder *rec, void (*visit)(uint64_t object_class));
+
 // Sum of one value over all samples (for stats and tests).
 int64_t recorder_total(const recorder *rec, int value_index);
 

@@ -77,11 +77,6 @@ void recorder_slots_each_frame(const recorder_slots *slots, void (*visit)(uint64
 
 void recorder_slots_each_object_class(const recorder_slots *slots, void (*visit)(uint64_t object_class)) {
   for (int slot = 0; slot < RECORDER_SLOTS; slot++) {
-    const recorder *rec = slots->recorders[slot];
-    size_t count = recorder_sample_count(rec);
-    for (size_t i = 0; i < count; i++) {
-      uint64_t object_class = recorder_sample_at(rec, i).object_class;
-      if (object_class != 0) visit(object_class);
-    }
+    recorder_each_object_class(slots->recorders[slot], visit);
   }
 }

@@ -198,7 +198,7 @@ void sampling_pass_meet_current_thread(sonde_run *run) {
 static bool record_unattributed(recorder *rec, const recorder_frame *frames, uint32_t depth, int64_t tid,
                                 uint8_t state, const int64_t values[RECORDER_VALUE_COUNT]) {
   char name[THREAD_NAME_SIZE];
-  snprintf(name, sizeof(name), "thread %lld", (long long)tid);
+  thread_contexts_name_of_unmet(tid, name, sizeof(name));
   return recorder_record(rec, frames, depth, tid, name, state, values) == 0;
 }
 

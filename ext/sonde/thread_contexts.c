@@ -120,7 +120,7 @@ static void name_thread(thread_context *context, const vm_thread_info *info) {
   if (vm_thread_start_location(info->handle, location, sizeof(location))) {
     copy_truncated(context->name, location, strlen(location));
   } else {
-    snprintf(context->name, THREAD_NAME_SIZE, "thread %lld", (long long)info->native_tid);
+    thread_contexts_name_of_unmet(info->native_tid, context->name, THREAD_NAME_SIZE);
   }
 }
 
@@ -179,4 +179,8 @@ bool thread_context_recorder_index(thread_context *context, recorder *rec, uint3
   context->thread_generation = generation;
   context->thread_index = *index;
   return true;
+}
+
+void thread_contexts_name_of_unmet(int64_t tid, char *name, size_t size) {
+  snprintf(name, size, "thread %lld", (long long)tid);
 }

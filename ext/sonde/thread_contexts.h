@@ -82,6 +82,10 @@ void thread_contexts_begin_pass(thread_contexts *contexts);
 void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
                                    void *data);
 
+// The name of a thread known only by its tid ("thread 1234"): one that
+// ended before a pass met it, one of Sonde's own, one Ruby gives no name.
+void thread_contexts_name_of_unmet(int64_t tid, char *name, size_t size);
+
 // Renames the context if the thread's name changed since.
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info);
 
