@@ -317,6 +317,10 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   // Sonde's own threads (the flusher, exporters) are not profiled.
   if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->keep_unmet) return CAPTURE_KEPT;
+  // Between passes a new thread may have named itself: its samples say so
+  // (as CPU samples do; passes are rare where the GVL holder never reaches
+  // one, 3.1 with YJIT).
+  if (context != NULL && drain->keep_unmet) thread_contexts_refresh_name_now(context);
   uint32_t depth = stacks_from_capture(captured, alloc->frames, alloc->max_frames);
   if (alloc->tracker != NULL &&
       heap_tracker_set_stack(alloc->tracker, captured->object, captured->sequence, alloc->frames, depth) != 0) {

@@ -154,8 +154,7 @@ bool gc_source_record_pending(sonde_run *run) {
   if (context != NULL) {
     // Named as the thread is named now: it may have named itself since the
     // last pass met it (a new thread names itself after it starts).
-    vm_thread_info info;
-    if (vm_thread_info_of(context->thread, &info)) thread_contexts_refresh_name(context, &info);
+    thread_contexts_refresh_name_now(context);
     thread_name = context->name;
     context->gc_wall_ns_to_deduct += wall;
     // A thread with a CPU timer has its GC's CPU time sampled there (its

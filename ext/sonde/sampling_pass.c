@@ -222,10 +222,7 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
   if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
   // Between passes a new thread may have named itself: its samples say so.
-  vm_thread_info now;
-  if (context != NULL && drain->mode == DRAIN_CPU_ONLY && vm_thread_info_of(context->thread, &now)) {
-    thread_contexts_refresh_name(context, &now);
-  }
+  if (context != NULL && drain->mode == DRAIN_CPU_ONLY) thread_contexts_refresh_name_now(context);
 
   recorder_frame gc_frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
   const recorder_frame *frames = pass->frames;

@@ -184,3 +184,8 @@ bool thread_context_recorder_index(thread_context *context, recorder *rec, uint3
 void thread_contexts_name_of_unmet(int64_t tid, char *name, size_t size) {
   snprintf(name, size, "thread %lld", (long long)tid);
 }
+
+void thread_contexts_refresh_name_now(thread_context *context) {
+  vm_thread_info info;
+  if (vm_thread_info_of(context->thread, &info)) thread_contexts_refresh_name(context, &info);
+}

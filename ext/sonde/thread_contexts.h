@@ -87,7 +87,10 @@ void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(
 void thread_contexts_name_of_unmet(int64_t tid, char *name, size_t size);
 
 // Renames the context if the thread's name changed since.
+// thread_contexts_refresh_name_now reads the thread's name itself (a
+// thread names itself after it starts, maybe after the pass that met it).
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info);
+void thread_contexts_refresh_name_now(thread_context *context);
 
 // The recorder's index for this thread (tid and current name), interned
 // once per recorder generation. Returns false when out of memory.
