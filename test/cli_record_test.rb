@@ -43,6 +43,8 @@ class CliRecordTest < Minitest::Test
     assert_go_pprof_reads(out)
   end
 
+  # sonde record listens to every allocation unless told otherwise: at
+  # Sonde.start's default duty this short a command would hear none.
   def test_alloc_and_heap_flags_add_their_sample_types
     out = File.join(@dir, "alloc.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--heap", "--alloc-interval", "64", "--",
@@ -108,6 +110,8 @@ class CliRecordTest < Minitest::Test
       [%w[record --rate abc -- true], /invalid argument: --rate abc/],
       [%w[record --max-frames 0 -- true], /max_frames must be an Integer from 1 to 10000/],
       [%w[record --alloc-interval 0 -- true], /alloc_interval must be an Integer from 1 to 10000000/],
+      [%w[record --alloc --alloc-duty 0 -- true], /alloc_duty must be a number from 0.01 to 1/],
+      [%w[record --alloc-duty often -- true], /invalid argument: --alloc-duty often/],
       [%w[record --bogus -- true], /invalid option: --bogus/],
       [%w[record -o /nonexistent/dir/x.pprof -- true], %r{directory /nonexistent/dir does not exist}],
     ].each do |args, message|

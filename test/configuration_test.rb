@@ -21,7 +21,7 @@ class ConfigurationTest < Minitest::Test
     assert_equal 60, defaults.every
     assert_equal "dir:sonde-profiles", defaults.export
     assert_equal({}, defaults.tags)
-    assert_equal [false, false, 1024], [defaults.alloc, defaults.heap, defaults.alloc_interval]
+    assert_equal [false, false, 1024, 0.05], [defaults.alloc, defaults.heap, defaults.alloc_interval, defaults.alloc_duty]
     assert_equal 0, defaults.native_settings[:alloc_interval], "allocations are not sampled by default"
     assert(defaults.sources.values.all?("default"))
   end
@@ -33,6 +33,9 @@ class ConfigurationTest < Minitest::Test
     assert_equal [1024, true], options(heap: true).native_settings.values_at(:alloc_interval, :heap)
     assert_equal [1024, true], options({ "SONDE_HEAP" => "yes" }).native_settings.values_at(:alloc_interval, :heap)
     assert_equal 0, options(alloc_interval: 5).native_settings[:alloc_interval], "an interval alone turns nothing on"
+    assert_equal 0.05, options(alloc: true).native_settings[:alloc_duty]
+    assert_equal 1.0, options(alloc: true, alloc_duty: 1).native_settings[:alloc_duty], "a Float for the native side"
+    assert_equal 0.25, options({ "SONDE_ALLOC_DUTY" => "0.25" }, heap: true).native_settings[:alloc_duty]
   end
 
   def test_heap_with_allocations_turned_off_is_refused_saying_why
@@ -75,6 +78,7 @@ class ConfigurationTest < Minitest::Test
       "SONDE_ALLOC" => ["lots", /SONDE_ALLOC="lots": alloc must be true or false/],
       "SONDE_HEAP" => ["2", /SONDE_HEAP="2": heap must be true or false/],
       "SONDE_ALLOC_INTERVAL" => ["0", /SONDE_ALLOC_INTERVAL="0": alloc_interval must be an Integer from 1 to 10000000 \(allocations per sample, on average\)/],
+      "SONDE_ALLOC_DUTY" => ["0", /SONDE_ALLOC_DUTY="0": alloc_duty must be a number from 0.01 to 1 \(the share of ticks during which allocations are listened to\)/],
       "SONDE_EVERY" => ["0", /SONDE_EVERY="0": every must be a number of seconds from 1 to 3600/],
       "SONDE_EXPORT" => ["ftp://x", /SONDE_EXPORT="ftp:\/\/x": not accepted: unknown exporter "ftp"; accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL/],
       "SONDE_TAGS" => ["team", /SONDE_TAGS="team": tags must be .*"key:value,key:value" \("team" is not key:value\)/],
@@ -96,6 +100,9 @@ class ConfigurationTest < Minitest::Test
       { alloc: 1 } => /alloc must be true or false, got 1/,
       { alloc_interval: 1.5 } => /alloc_interval must be an Integer from 1 to 10000000 .*, got 1.5/,
       { alloc_interval: 0 } => /alloc_interval must be an Integer from 1 to 10000000 .*, got 0/,
+      { alloc_duty: 0 } => /alloc_duty must be a number from 0.01 to 1 .*, got 0/,
+      { alloc_duty: 2 } => /alloc_duty must be a number from 0.01 to 1 .*, got 2/,
+      { alloc_duty: "0.5" } => /alloc_duty must be a number from 0.01 to 1 .*, got "0.5"/,
     }.each do |keywords, message|
       error = assert_raises(Sonde::ArgumentError, keywords.inspect) { options(**keywords) }
       assert_match message, error.message

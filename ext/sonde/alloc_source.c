@@ -1,5 +1,53 @@
 // alloc_source.c: allocation samples and the live heap (see the header).
 //
+// Listening windows. While a NEWOBJ hook is on, Ruby leaves its fast
+// allocation path for every object (and calls the hook): that costs per
+// allocation, whatever the interval (README, Overhead). So with alloc_duty
+// below 1 the hook is on only for some ticks: the ticks go in blocks of
+// N = 1 / alloc_duty (rounded), and in each block one tick drawn at random
+// is listened to; after each tick's pass the hook is turned on or off for
+// the next. The draw ignores what the program does, and a fresh one per
+// block cannot fall in step with a periodic program.
+//
+// What a window's samples stand for is counted, not assumed: Ruby counts
+// every allocation (GC.stat's total_allocated_objects, a counter read
+// without allocating), the hook counts those it heard. When a window
+// closes, its samples are recorded with their gaps scaled by the
+// allocations since the previous window closed over those heard in this
+// one, so the totals are exact and each window's mix of stacks and classes
+// stands for its period. Not N: the hook itself slows the program while it
+// listens, so a listened tick allocates less than the others (a third less
+// on a loop that only allocates), and N would undercount by as much. Until
+// the window closes, its samples are recorded (as usual, at safe points)
+// into a recorder of the window's own, unscaled, and the live objects they
+// track keep their unscaled weights; the close adds the window's recorder
+// into the run's, scaled, and scales those weights. A window that heard
+// fewer than PERIOD_MIN_SAMPLES samples' worth (a GC filled its tick, or
+// two passes came close together) does not close its period: its samples
+// wait for the next window's, and the two share one scale; otherwise a
+// handful of samples could stand for a million allocations, and one
+// window's luck would swing the whole profile. The latest closed
+// window is kept: the allocations after it, when a profile ends (flush or
+// stop) before another window opens, are its to stand for too. What
+// remains is the variance of one tick per block: a phase shorter than a
+// block may be missed, or stand for its neighbours.
+//
+// The live heap without a FREEOBJ hook. Ruby would call one for every
+// object the GC frees, sampled or not (and on 3.1 any GC event hook keeps
+// the allocation slow path on, listening windows or not). Instead a
+// sampled object is given its object id when its sample is recorded (the
+// capture buffer's objects are marked until then, so the object is still
+// the one sampled), and the tracked set is checked at each flush and stop,
+// and when it fills up (at most once a second): an object is alive if its
+// address lies in a slot of one of the heap's pages (rb_objspace_each_objects
+// lists them), holds a live object, and that object has an id, the one
+// given. A dead object's slot, freed or holding a later object, fails: a
+// later object has no id, or another one (ids are never reused). The check
+// calls rb_obj_id only on objects that have an id (a lookup, no
+// allocation), so nothing moves while it runs. The cost: an object id per
+// tracked object (Ruby keeps it in two tables), and a walk of the page
+// list per check.
+//
 // Contexts. on_newobj_no_alloc runs inside Ruby's object allocation, on the
 // allocating thread, with the GVL: it must not allocate a Ruby object (that
 // would re-enter the allocator, and maybe the GC, from inside it), call
@@ -7,16 +55,15 @@
 // countdown and, one time in alloc_interval, a stack read. It counts down,
 // and on a sampled allocation reads the thread's own stack into a slot of
 // the source's capture buffer (memory allocated at start), tracks the
-// object, and triggers the postponed job. on_freeobj_no_alloc runs during
-// GC for every freed object: one hash probe, nothing else. A CPU timer's
-// SIGPROF may interrupt either hook: the handler writes the run's own
-// capture buffer, never this one, and reads the stack without writing it.
-// Everything else runs with the GVL, outside GC.
+// object, and triggers the postponed job. A CPU timer's SIGPROF may
+// interrupt it: the handler writes the run's own capture buffer, never
+// this one, and reads the stack without writing it. Everything else runs
+// with the GVL, outside GC.
 //
-// GC.compact (and auto-compaction) moves objects without telling FREEOBJ:
-// the tracked addresses would then name other objects. The compaction
-// count is checked before the tracked set is used, and a set that a
-// compaction made stale is dropped (counted in heap_compaction_resets).
+// GC.compact (and auto-compaction) moves objects: the tracked addresses
+// would then name other slots. The compaction count is checked before the
+// tracked set is used, and a set that a compaction made stale is dropped
+// (counted in heap_compaction_resets).
 #include "alloc_source.h"
 
 #include <math.h>
@@ -51,16 +98,42 @@
 // A gap never longer than this many intervals (a random draw near zero).
 #define MAX_GAP_INTERVALS 64
 
-// ObjectSpace.memsize_of's C function: exported by libruby, declared only in
-// its internal headers.
+// Exported by libruby (3.1 to 3.4), declared only in its internal headers:
+// ObjectSpace.memsize_of's C function, and the heap page walk under
+// ObjectSpace.each_object.
 size_t rb_obj_memsize_of(VALUE object);
+void rb_objspace_each_objects(int (*callback)(void *start, void *end, size_t stride, void *data), void *data);
+
+// A period closes once its windows heard this many samples' worth of
+// allocations (or at a flush or the stop).
+#define PERIOD_MIN_SAMPLES 32
+
+// The tracked set is checked when full at most this often.
+#define HEAP_CHECK_WHEN_FULL_NS 1000000000
+
+// A listening window's samples (unscaled), the objects of them the tracker
+// follows (address and identity), the allocations it heard and those its
+// period had (allocations_stood_for: once closed).
+typedef struct {
+  recorder *samples;
+  struct window_object {
+    uint64_t object, identity;
+  } *objects;
+  size_t object_count, object_capacity;
+  uint64_t heard;
+  size_t allocations_stood_for;
+} listening_window;
 
 struct alloc_source {
   uint32_t interval;
+  uint32_t block;          // one tick in this many is listened to (1: every tick)
+  uint32_t block_position; // the next tick's place in its block
+  uint32_t listened_place; // the place of the block's listened tick
   bool heap;
   uint32_t max_frames;
-  VALUE newobj_hook, freeobj_hook;
-  bool running; // the hooks are on: the tracked set is current
+  VALUE newobj_hook;
+  bool running;   // started: the tracked set is current
+  bool listening; // the NEWOBJ hook is on (always, with a duty of 1)
   // The hook's countdown to the next sample, and the gap it started from
   // (the sample's weight).
   uint64_t countdown;
@@ -80,22 +153,37 @@ struct alloc_source {
   uint64_t lost_weight;
   int32_t lost_tid;
   heap_tracker *tracker; // NULL without heap
+  // Listening windows (none with a duty of 1): the one being filled, and
+  // the latest closed one.
+  listening_window *filling, *closed;
+  listening_window window_pair[2];
   recorder_frame *frames; // max_frames + 1: one sample's stack, in recording and in the hook's fallback
   size_t compactions_seen;
   // Stats.
   uint64_t allocations; // the weights of every sample taken
   uint64_t samples;     // recorded
   uint64_t inconsistent_stacks, recording_failures, compaction_resets, heap_samples;
+  uint64_t heap_checks, heap_freed_objects;
+  uint64_t drops_at_check;    // the tracker's drops as of the latest check
+  int64_t checked_when_full_at; // monotonic ns
   uint64_t merged_samples, lost_samples;
+  uint64_t ticks, listened_ticks, windows;
+  // Listening windows: allocations the hook heard, and both counts as of
+  // the previous window's close.
+  uint64_t heard, heard_at_close;
+  size_t allocated_at_close;
 };
+
+static double uniform_draw(alloc_source *alloc) { // (0, 1]
+  return ((double)(xorshift_next(&alloc->random_state) >> 11) + 1.0) / 9007199254740992.0;
+}
 
 // A geometric gap with mean interval: the number of allocations up to and
 // including the next sampled one, as if each were sampled with
 // probability 1 / interval.
 static uint64_t draw_gap(alloc_source *alloc) {
   if (alloc->interval <= 1) return 1;
-  double uniform = ((double)(xorshift_next(&alloc->random_state) >> 11) + 1.0) / 9007199254740992.0; // (0, 1]
-  double gap = 1.0 + floor(log(uniform) / alloc->log_keep_probability);
+  double gap = 1.0 + floor(log(uniform_draw(alloc)) / alloc->log_keep_probability);
   double max_gap = (double)alloc->interval * MAX_GAP_INTERVALS;
   return gap > max_gap ? (uint64_t)max_gap : (uint64_t)gap;
 }
@@ -104,10 +192,11 @@ alloc_source *alloc_source_new(const run_settings *settings) {
   alloc_source *alloc = calloc(1, sizeof(*alloc));
   if (alloc == NULL) return NULL;
   alloc->interval = settings->alloc_interval;
+  double block = floor(1.0 / settings->alloc_duty + 0.5);
+  alloc->block = block < 1 ? 1 : block > ALLOC_MAX_BLOCK ? ALLOC_MAX_BLOCK : (uint32_t)block;
   alloc->heap = settings->heap;
   alloc->max_frames = settings->max_frames;
   alloc->newobj_hook = Qnil;
-  alloc->freeobj_hook = Qnil;
   alloc->random_state = (uint64_t)clocks_monotonic_ns() | 1;
   alloc->log_keep_probability = alloc->interval > 1 ? log(1.0 - 1.0 / alloc->interval) : 0;
   alloc->captures = capture_buffer_new(ALLOC_CAPTURE_SLOTS, settings->max_frames);
@@ -115,8 +204,14 @@ alloc_source *alloc_source_new(const run_settings *settings) {
   alloc->overflow.frame_ids = calloc(settings->max_frames, sizeof(uint64_t));
   alloc->overflow.lines = calloc(settings->max_frames, sizeof(int32_t));
   if (alloc->heap) alloc->tracker = heap_tracker_new(ALLOC_HEAP_MAX_OBJECTS, settings->max_frames + 1);
+  if (alloc->block > 1) {
+    alloc->window_pair[0].samples = recorder_new();
+    alloc->window_pair[1].samples = recorder_new();
+    alloc->filling = &alloc->window_pair[0];
+    alloc->closed = &alloc->window_pair[1];
+  }
   if (!alloc->captures || !alloc->frames || !alloc->overflow.frame_ids || !alloc->overflow.lines ||
-      (alloc->heap && !alloc->tracker)) {
+      (alloc->heap && !alloc->tracker) || (alloc->block > 1 && (!alloc->window_pair[0].samples || !alloc->window_pair[1].samples))) {
     alloc_source_free(alloc);
     return NULL;
   }
@@ -129,6 +224,10 @@ void alloc_source_free(alloc_source *alloc) {
   if (alloc == NULL) return;
   capture_buffer_free(alloc->captures);
   heap_tracker_free(alloc->tracker);
+  for (int i = 0; i < 2; i++) {
+    recorder_free(alloc->window_pair[i].samples);
+    free(alloc->window_pair[i].objects);
+  }
   free(alloc->frames);
   free(alloc->overflow.frame_ids);
   free(alloc->overflow.lines);
@@ -224,7 +323,7 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
   alloc->gap = draw_gap(alloc);
   alloc->countdown = alloc->gap;
   alloc->allocations += gap;
-  uint32_t weight = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
+  uint32_t weight = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap; // scaled when recorded (listening windows)
 
   VALUE object = rb_tracearg_object(rb_tracearg_from_tracepoint(tracepoint));
   capture *slot = capture_buffer_claim_signal_safe(alloc->captures);
@@ -248,7 +347,8 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
     return;
   }
   slot->sequence = capture_buffer_next_sequence_signal_safe(alloc->captures);
-  if (alloc->tracker != NULL) {
+  // The VM's own objects (no class) are not followed: they get no object id.
+  if (alloc->tracker != NULL && slot->object_class != 0) {
     heap_tracker_track_no_alloc(alloc->tracker, object, slot->object_class, weight, slot->tid, slot->sequence);
   }
   alloc->recent[alloc->recent_next % RECENT_SLOTS].slot = slot;
@@ -260,17 +360,96 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
 
 static void on_newobj_no_alloc(VALUE tracepoint, void *data) {
   alloc_source *alloc = data;
+  alloc->heard++;
   if (--alloc->countdown > 0) return;
   take_sample_no_alloc(alloc, tracepoint);
 }
 
-static void on_freeobj_no_alloc(VALUE tracepoint, void *data) {
-  alloc_source *alloc = data;
-  heap_tracker_forget_no_alloc(alloc->tracker, rb_tracearg_object(rb_tracearg_from_tracepoint(tracepoint)));
-}
-
 // ---------------------------------------------------------------------------
 // Recording, with the GVL.
+
+// Which tracked objects are still alive (see the top of the file).
+
+typedef struct {
+  uintptr_t start, end, stride;
+} heap_page;
+
+typedef struct {
+  heap_page *pages;
+  size_t count, capacity;
+  bool failed; // out of memory: the list is incomplete
+} heap_pages;
+
+static int collect_page(void *start, void *end, size_t stride, void *data) {
+  heap_pages *pages = data;
+  if (pages->count == pages->capacity) {
+    size_t capacity = pages->capacity ? pages->capacity * 2 : 1024;
+    heap_page *grown = realloc(pages->pages, capacity * sizeof(heap_page));
+    if (grown == NULL) {
+      pages->failed = true;
+      return 1; // stops the walk
+    }
+    pages->pages = grown;
+    pages->capacity = capacity;
+  }
+  pages->pages[pages->count++] = (heap_page){(uintptr_t)start, (uintptr_t)end, stride};
+  return 0;
+}
+
+static int by_start(const void *a, const void *b) {
+  uintptr_t x = ((const heap_page *)a)->start, y = ((const heap_page *)b)->start;
+  return x < y ? -1 : x > y;
+}
+
+// Whether address is the start of a slot of one of the pages.
+static bool is_heap_slot(const heap_pages *pages, uintptr_t address) {
+  size_t low = 0, high = pages->count;
+  while (low < high) {
+    size_t middle = low + (high - low) / 2;
+    const heap_page *page = &pages->pages[middle];
+    if (address < page->start) {
+      high = middle;
+    } else if (address >= page->end) {
+      low = middle + 1;
+    } else {
+      return page->stride > 0 && (address - page->start) % page->stride == 0;
+    }
+  }
+  return false;
+}
+
+static bool still_alive(const heap_object *tracked, void *data) {
+  const heap_pages *pages = data;
+  if (tracked->identity == 0) return false; // never recorded (its thread was one of Sonde's, or recording failed)
+  VALUE object = (VALUE)tracked->object;
+  if (!is_heap_slot(pages, (uintptr_t)object) || !vm_object_live(object)) return false;
+  // Only an object that has an id is asked for it: a lookup, nothing allocated.
+  if (!(RBASIC(object)->flags & RUBY_FL_SEEN_OBJ_ID)) return false;
+  return (uint64_t)rb_obj_id(object) == tracked->identity;
+}
+
+// With the GVL, outside GC, every sample recorded (none pending).
+static void check_heap(alloc_source *alloc) {
+  heap_pages pages = {0};
+  rb_objspace_each_objects(collect_page, &pages);
+  if (!pages.failed) {
+    qsort(pages.pages, pages.count, sizeof(heap_page), by_start);
+    alloc->heap_freed_objects += heap_tracker_keep_if(alloc->tracker, still_alive, &pages);
+    alloc->heap_checks++;
+    heap_tracker_tidy(alloc->tracker);
+  }
+  free(pages.pages);
+  alloc->drops_at_check = heap_tracker_drops(alloc->tracker);
+}
+
+// The set filled up since the last check: the dead may be taking the room.
+static void check_heap_if_full(alloc_source *alloc) {
+  if (heap_tracker_drops(alloc->tracker) == alloc->drops_at_check) return;
+  int64_t now = clocks_monotonic_ns();
+  if (alloc->checked_when_full_at != 0 && now - alloc->checked_when_full_at < HEAP_CHECK_WHEN_FULL_NS) return;
+  alloc->checked_when_full_at = now;
+  check_heap(alloc);
+}
 
 static size_t compaction_count(void) {
   static VALUE key = Qnil;
@@ -288,14 +467,40 @@ static void reset_heap_if_compacted(alloc_source *alloc) {
   heap_tracker_clear(alloc->tracker);
 }
 
+static size_t allocated_objects(void) {
+  static VALUE key = Qnil;
+  if (NIL_P(key)) key = ID2SYM(rb_intern("total_allocated_objects"));
+  return rb_gc_stat(key);
+}
+
 typedef struct {
   sonde_run *run;
   bool keep_unmet;
 } alloc_drain;
 
-static bool record_for_thread(sonde_run *run, thread_context *context, int64_t tid, const recorder_frame *frames,
-                              uint32_t depth, recorder_context *sample_context, const int64_t *values) {
-  recorder *rec = recorder_slots_active(run->slots);
+static VALUE object_id_protected(VALUE object) { return rb_obj_id(object); }
+
+// The object's id, as the heap check's identity: 0 when none could be had
+// (out of memory; an id too large for a Fixnum, which Ruby never reaches).
+// The object is the one sampled: its capture kept it marked (mark_alloc).
+static uint64_t identity_of(uint64_t object) {
+  int raised = 0;
+  VALUE id = rb_protect(object_id_protected, (VALUE)object, &raised);
+  if (raised) {
+    rb_set_errinfo(Qnil);
+    return 0;
+  }
+  return RB_FIXNUM_P(id) ? (uint64_t)id : 0;
+}
+
+// Where allocation samples go now: the open window's recorder, or the run's.
+static recorder *samples_recorder(const sonde_run *run) {
+  return run->alloc->filling != NULL ? run->alloc->filling->samples : recorder_slots_active(run->slots);
+}
+
+static bool record_for_thread(recorder *rec, sonde_run *run, thread_context *context, int64_t tid,
+                              const recorder_frame *frames, uint32_t depth, recorder_context *sample_context,
+                              const int64_t *values) {
   uint32_t stack_id;
   if (recorder_intern_stack(rec, frames, depth, &stack_id) != 0) return false;
   bool named;
@@ -307,6 +512,24 @@ static bool record_for_thread(sonde_run *run, thread_context *context, int64_t t
     named = recorder_intern_thread(rec, tid, name, &sample_context->thread_index) == 0;
   }
   return named && recorder_add(rec, stack_id, sample_context, values) == 0;
+}
+
+// A tracked object recorded in the open window, for its weight to be
+// scaled when the window closes. Out of memory, it keeps its unscaled
+// weight (counted).
+static void remember_window_object(alloc_source *alloc, uint64_t object, uint64_t identity) {
+  listening_window *window = alloc->filling;
+  if (window->object_count == window->object_capacity) {
+    size_t capacity = window->object_capacity ? window->object_capacity * 2 : 256;
+    struct window_object *grown = realloc(window->objects, capacity * sizeof(*grown));
+    if (grown == NULL) {
+      alloc->recording_failures++;
+      return;
+    }
+    window->objects = grown;
+    window->object_capacity = capacity;
+  }
+  window->objects[window->object_count++] = (struct window_object){object, identity};
 }
 
 static capture_verdict record_alloc_capture(const capture *captured, void *data) {
@@ -322,16 +545,23 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   // one, 3.1 with YJIT).
   if (context != NULL && drain->keep_unmet) thread_contexts_refresh_name_now(context);
   uint32_t depth = stacks_from_capture(captured, alloc->frames, alloc->max_frames);
-  if (alloc->tracker != NULL &&
-      heap_tracker_set_stack(alloc->tracker, captured->object, captured->sequence, alloc->frames, depth) != 0) {
-    alloc->recording_failures++;
+  uint32_t weight = captured->weight;
+  if (alloc->tracker != NULL && captured->object_class != 0) {
+    uint64_t identity = identity_of(captured->object);
+    if (identity == 0 || heap_tracker_set_stack(alloc->tracker, captured->object, captured->sequence, weight, identity,
+                                                alloc->frames, depth) != 0) {
+      alloc->recording_failures++;
+    } else if (alloc->filling != NULL) {
+      remember_window_object(alloc, captured->object, identity);
+    }
   }
-  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = captured->weight};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = weight};
   recorder_context sample_context = {.state = VM_THREAD_RUNNING,
                                      .label_set = captured->label_set,
                                      .trace = captured->trace,
                                      .object_class = captured->object_class};
-  if (record_for_thread(run, context, captured->tid, alloc->frames, depth, &sample_context, values)) {
+  if (record_for_thread(samples_recorder(run), run, context, captured->tid, alloc->frames, depth, &sample_context,
+                        values)) {
     alloc->samples++;
   } else {
     alloc->recording_failures++;
@@ -347,20 +577,101 @@ static void record_lost_weight(sonde_run *run) {
   int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = (int64_t)alloc->lost_weight};
   recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = ALLOC_CLASS_UNKNOWN};
   thread_context *context = thread_contexts_find_by_tid(run->contexts, alloc->lost_tid);
-  if (!record_for_thread(run, context, alloc->lost_tid, &frame, 1, &sample_context, values)) {
+  if (!record_for_thread(samples_recorder(run), run, context, alloc->lost_tid, &frame, 1, &sample_context, values)) {
     alloc->recording_failures++;
   }
   alloc->lost_weight = 0;
 }
 
-void alloc_source_record_captures(sonde_run *run, bool keep_unmet) {
+static void drain_captures(sonde_run *run, bool keep_unmet) {
   alloc_source *alloc = run->alloc;
-  if (alloc == NULL) return;
   if (alloc->tracker != NULL && alloc->running) reset_heap_if_compacted(alloc);
   alloc_drain drain = {run, keep_unmet};
   capture_buffer_drain(alloc->captures, record_alloc_capture, &drain);
   record_lost_weight(run);
-  if (alloc->tracker != NULL) heap_tracker_tidy(alloc->tracker);
+  if (alloc->tracker == NULL) return;
+  heap_tracker_tidy(alloc->tracker);
+  // Only once every sample is recorded: a pending one has no identity yet.
+  if (!keep_unmet && alloc->running) check_heap_if_full(alloc);
+}
+
+void alloc_source_record_captures(sonde_run *run, bool keep_unmet) {
+  if (run->alloc == NULL) return;
+  drain_captures(run, keep_unmet);
+}
+
+static int64_t scaled_value(int64_t value, double scale) {
+  return value == 0 ? 0 : (int64_t)floor((double)value * scale + 0.5);
+}
+
+// A window's samples into the run's recorder, each value times scale, and
+// its objects' weights times object_scale.
+static void add_window_scaled(sonde_run *run, const listening_window *window, double scale, double object_scale) {
+  alloc_source *alloc = run->alloc;
+  recorder *rec = recorder_slots_active(run->slots);
+  size_t count = recorder_sample_count(window->samples);
+  for (size_t i = 0; i < count; i++) {
+    recorder_sample sample = recorder_sample_at(window->samples, i);
+    uint32_t depth = sample.depth <= alloc->max_frames + 1 ? sample.depth : alloc->max_frames + 1;
+    for (uint32_t d = 0; d < depth; d++) {
+      alloc->frames[d] = recorder_location(window->samples, sample.location_indexes[d]);
+    }
+    recorder_thread thread = recorder_thread_at(window->samples, sample.thread_index);
+    recorder_context context = {.state = sample.state,
+                                .label_set = sample.label_set,
+                                .trace = sample.trace,
+                                .object_class = sample.object_class};
+    int64_t values[RECORDER_VALUE_COUNT];
+    for (int v = 0; v < RECORDER_VALUE_COUNT; v++) values[v] = scaled_value(sample.values[v], scale);
+    uint32_t stack_id;
+    if (recorder_intern_stack(rec, alloc->frames, depth, &stack_id) != 0 ||
+        recorder_intern_thread(rec, thread.thread_id, thread.name, &context.thread_index) != 0 ||
+        recorder_add(rec, stack_id, &context, values) != 0) {
+      alloc->recording_failures++;
+    }
+  }
+  for (size_t i = 0; i < window->object_count; i++) {
+    heap_tracker_scale_weight(alloc->tracker, window->objects[i].object, window->objects[i].identity, object_scale);
+  }
+}
+
+// end_of_profile: a flush or the stop, where the allocations since the
+// latest close, if no window heard them, are the closed window's to stand
+// for (its samples added again, scaled to them).
+static void close_window(sonde_run *run, bool end_of_profile) {
+  alloc_source *alloc = run->alloc;
+  drain_captures(run, false);
+  if (alloc->filling == NULL) return;
+  size_t allocated = allocated_objects();
+  size_t since_close = allocated > alloc->allocated_at_close ? allocated - alloc->allocated_at_close : 0;
+  uint64_t heard = alloc->heard - alloc->heard_at_close;
+  listening_window *closed = alloc->closed;
+  if (!end_of_profile && heard < (uint64_t)PERIOD_MIN_SAMPLES * alloc->interval) return;
+  if (heard > 0) {
+    // Ruby's count includes every object the hook heard.
+    double scale = since_close > heard ? (double)since_close / (double)heard : 1;
+    add_window_scaled(run, alloc->filling, scale, scale);
+    alloc->filling->heard = heard;
+    alloc->filling->allocations_stood_for = since_close > heard ? since_close : heard;
+    alloc->closed = alloc->filling;
+    alloc->filling = closed;
+    recorder_clear(closed->samples);
+    closed->object_count = 0;
+  } else if (end_of_profile && since_close > 0 && closed->heard > 0) {
+    add_window_scaled(run, closed, (double)since_close / (double)closed->heard,
+                      (double)(closed->allocations_stood_for + since_close) / (double)closed->allocations_stood_for);
+    closed->allocations_stood_for += since_close;
+  } else {
+    // Nothing heard since the last close: this period's allocations are
+    // left to the next window to stand for.
+    return;
+  }
+  alloc->heard_at_close = alloc->heard;
+  alloc->allocated_at_close = allocated;
+}
+
+void alloc_source_close_window(sonde_run *run) {
+  if (run->alloc != NULL) close_window(run, true);
 }
 
 static void record_live_object(const heap_object *object, const recorder_frame *frames, uint32_t depth, void *data) {
@@ -372,7 +683,8 @@ static void record_live_object(const heap_object *object, const recorder_frame *
   };
   recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = object->object_class};
   thread_context *context = thread_contexts_find_by_tid(run->contexts, object->tid);
-  if (record_for_thread(run, context, object->tid, frames, depth, &sample_context, values)) {
+  if (record_for_thread(recorder_slots_active(run->slots), run, context, object->tid, frames, depth, &sample_context,
+                        values)) {
     run->alloc->heap_samples++;
   } else {
     run->alloc->recording_failures++;
@@ -381,54 +693,113 @@ static void record_live_object(const heap_object *object, const recorder_frame *
 
 void alloc_source_record_heap(sonde_run *run) {
   alloc_source *alloc = run->alloc;
-  // Once the hooks are off, frees go unseen: the set may name dead objects.
+  // Once stopped, a compaction would go unseen: the set may name other slots.
   if (alloc == NULL || alloc->tracker == NULL || !alloc->running) return;
-  alloc_source_record_captures(run, false); // every survivor with its stack
+  alloc_source_close_window(run); // every survivor with its stack
+  reset_heap_if_compacted(alloc);
+  check_heap(alloc);
   heap_tracker_each(alloc->tracker, record_live_object, run);
 }
 
 // ---------------------------------------------------------------------------
 // The allocation source.
 
+// Whether the coming tick is listened to: one per block, at a place drawn
+// afresh for each block.
+static bool next_tick_listened(alloc_source *alloc) {
+  if (alloc->block <= 1) return true;
+  if (alloc->block_position == 0) alloc->listened_place = (uint32_t)(xorshift_next(&alloc->random_state) % alloc->block);
+  bool listened = alloc->block_position == alloc->listened_place;
+  alloc->block_position = (alloc->block_position + 1) % alloc->block;
+  return listened;
+}
+
 static sonde_status start_alloc(sonde_run *run, char *error, size_t error_size) {
   alloc_source *alloc = run->alloc;
   if (alloc == NULL) return SONDE_OK;
-  if (alloc->tracker != NULL) {
-    alloc->compactions_seen = compaction_count();
-    alloc->freeobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, on_freeobj_no_alloc, alloc);
-    rb_tracepoint_enable(alloc->freeobj_hook);
-  }
+  if (alloc->tracker != NULL) alloc->compactions_seen = compaction_count();
   // Grows the frame reader's scratch now, so the hook's fallback read never has to.
   uint32_t unused_depth;
   vm_thread_frames(vm_current_thread_handle(), alloc->frames, alloc->max_frames, &unused_depth);
   alloc->newobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, on_newobj_no_alloc, alloc);
-  rb_tracepoint_enable(alloc->newobj_hook);
+  alloc->allocated_at_close = allocated_objects();
+  // The first tick is drawn like every other (listening windows, above).
+  alloc->listening = next_tick_listened(alloc);
+  if (alloc->listening) {
+    rb_tracepoint_enable(alloc->newobj_hook);
+    alloc->windows++;
+  }
   alloc->running = true;
   return SONDE_OK;
+}
+
+static VALUE switch_listening_protected(VALUE arg) {
+  alloc_source *alloc = (alloc_source *)arg;
+  if (alloc->listening) {
+    rb_tracepoint_disable(alloc->newobj_hook);
+  } else {
+    rb_tracepoint_enable(alloc->newobj_hook);
+    alloc->windows++;
+  }
+  alloc->listening = !alloc->listening;
+  return Qnil;
+}
+
+void alloc_source_after_tick(sonde_run *run) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL || !alloc->running || alloc->block <= 1) return;
+  alloc->ticks++;
+  bool listen = next_tick_listened(alloc);
+  if (listen) alloc->listened_ticks++;
+  if (listen == alloc->listening) return;
+  // Turning a hook on allocates (Ruby's hook list): an out-of-memory error
+  // here leaves the window as it was, and the application unharmed.
+  int raised = 0;
+  rb_protect(switch_listening_protected, (VALUE)alloc, &raised);
+  if (raised) rb_set_errinfo(Qnil);
+  if (!alloc->listening) close_window(run, false);
 }
 
 static void stop_alloc(sonde_run *run) {
   alloc_source *alloc = run->alloc;
   if (alloc == NULL) return;
   alloc->running = false;
+  alloc->listening = false;
   if (!NIL_P(alloc->newobj_hook)) rb_tracepoint_disable(alloc->newobj_hook);
-  if (!NIL_P(alloc->freeobj_hook)) rb_tracepoint_disable(alloc->freeobj_hook);
 }
 
 static void mark_class_of(const capture *slot, void *unused) {
   if (slot->object_class != 0) rb_gc_mark((VALUE)slot->object_class);
 }
 
+// A sample waiting to be recorded keeps its object alive, so that the id
+// it is then given is that object's (the top of the file). Only tracked
+// ones (those with a class): a slot merged into or lost was never tracked,
+// and its object is not in the slot.
+static void mark_object_of(const capture *slot, void *unused) {
+  if (slot->object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
+}
+
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
+
+static void mark_recorded_class(uint64_t object_class) {
+  if (object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
+}
 
 static void mark_alloc(const sonde_run *run) {
   const alloc_source *alloc = run->alloc;
   if (alloc == NULL) return;
   rb_gc_mark(alloc->newobj_hook);
-  rb_gc_mark(alloc->freeobj_hook);
   capture_buffer_each_published(alloc->captures, mark_class_of, NULL);
+  if (alloc->tracker != NULL) capture_buffer_each_published(alloc->captures, mark_object_of, NULL);
   capture_buffer_each_published_frame(alloc->captures, mark_frame, NULL);
   if (alloc->tracker != NULL) heap_tracker_each_frame(alloc->tracker, stacks_mark);
+  for (int w = 0; w < 2 && alloc->filling != NULL; w++) {
+    const recorder *samples = alloc->window_pair[w].samples;
+    size_t locations = recorder_location_count(samples);
+    for (size_t i = 0; i < locations; i++) stacks_mark(recorder_location(samples, i).frame_id);
+    recorder_each_object_class(samples, mark_recorded_class);
+  }
 }
 
 #define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
@@ -438,6 +809,10 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   rb_hash_aset(stats, ID2SYM(rb_intern("alloc")), alloc != NULL ? Qtrue : Qfalse);
   rb_hash_aset(stats, ID2SYM(rb_intern("heap")), alloc != NULL && alloc->heap ? Qtrue : Qfalse);
   PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
+  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_duty")), DBL2NUM(alloc != NULL ? 1.0 / alloc->block : 0.0));
+  PUT(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);
+  PUT(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
+  PUT(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
   PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
   PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
   PUT(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
@@ -449,6 +824,8 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
   PUT(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
   PUT(stats, "heap_samples", heap ? alloc->heap_samples : 0);
+  PUT(stats, "heap_checks", heap ? alloc->heap_checks : 0);
+  PUT(stats, "heap_freed_objects", heap ? alloc->heap_freed_objects : 0);
 }
 
 // In a forked child the hooks still run (the child's Process._fork hook

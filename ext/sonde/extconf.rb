@@ -71,6 +71,13 @@ vm_sources =
     %w[vm_ruby31.c]
   end
 
+# Whether an object is alive (the live heap's check, vm_object_live): 3.4
+# exports rb_objspace_garbage_object_p, earlier Rubies
+# rb_objspace_markable_object_p; neither is declared in a public header.
+if backend == :public_api && !have_func("rb_objspace_garbage_object_p") && !have_func("rb_objspace_markable_object_p")
+  abort "sonde: this Ruby exports neither rb_objspace_garbage_object_p nor rb_objspace_markable_object_p"
+end
+
 $srcs = common + vm_sources
 $objs = $srcs.map { |src| src.sub(/\.c\z/, ".o") }
 

@@ -1,22 +1,20 @@
 // heap_tracker.c: the live sampled objects (see the header).
 //
-// Contexts: track_no_alloc (NEWOBJ hook) and forget_no_alloc (FREEOBJ
-// hook, during GC) only probe and write the slot table allocated at
-// creation; everything else runs with the GVL outside GC.
+// Contexts: track_no_alloc (NEWOBJ hook) only probes and writes the slot
+// table allocated at creation; everything else runs with the GVL outside
+// GC.
 //
 // Objects sit in an open-addressing table keyed by address, with linear
-// probing. The FREEOBJ hook runs for every object the GC frees, tracked or
-// not, so a probe for an absent object must end quickly: the table has four
-// slots per object it may hold, a freed entry becomes a tombstone (a probe
-// goes on past it), and tidy rebuilds the table without tombstones (into a
-// fresh table: the hooks never see one half-built).
-// Track refuses a new object once live entries and tombstones fill three
-// quarters of the slots, which bounds every probe until the next tidy.
+// probing, four slots per object it may hold. An entry that keep_if drops
+// becomes a tombstone (a probe goes on past it), and tidy rebuilds the
+// table without tombstones (into a fresh table). Track refuses a new
+// object once live entries and tombstones fill three quarters of the
+// slots, which bounds every probe until the next tidy.
 //
 // Stacks live in a recorder used as a stack store (interned once per
-// distinct stack). Stacks of freed objects stay there until tidy finds the
-// store much larger than what live objects use, and then copies the live
-// ones into a fresh store.
+// distinct stack). Stacks of dropped objects stay there until tidy finds
+// the store much larger than what live objects use, and then copies the
+// live ones into a fresh store.
 #include "heap_tracker.h"
 
 #include <stdlib.h>
@@ -30,17 +28,18 @@
 // A store holding this many more stacks than twice the live objects is rebuilt.
 #define STACK_STORE_SLACK 1024
 
-// 32 bytes: the table is four slots per object, and its pages are all
+// 40 bytes: the table is four slots per object, and its pages are all
 // touched once a few thousand objects are spread over it by their hash.
 typedef struct {
   uint64_t object; // EMPTY_OBJECT, TOMBSTONE, or the tracked object's address
   uint64_t object_class;
+  uint64_t identity; // what tells this object from a later one at its address; 0 until recorded
   uint32_t sequence; // the low bits of the capture's: only ever compared with an in-flight capture's
   int32_t tid;
   uint32_t weight;
   uint32_t stack_id; // in stacks, or STACK_PENDING
 } entry;
-_Static_assert(sizeof(entry) == 32, "a slot is 32 bytes");
+_Static_assert(sizeof(entry) == 40, "a slot is 40 bytes");
 
 struct heap_tracker {
   uint32_t max_objects;
@@ -109,8 +108,9 @@ bool heap_tracker_track_no_alloc(heap_tracker *tracker, uint64_t object, uint64_
     tracker->drops++;
     return false;
   }
-  // An object at this address that is still tracked was moved or freed
-  // unseen (GC.compact; the run clears the tracker then): the newer wins.
+  // An object at this address that is still tracked was freed (a new one
+  // cannot be allocated where a live one is) or moved (GC.compact; the run
+  // clears the tracker then): the newer wins.
   entry *target = find(tracker, object);
   if (target == NULL) {
     uint32_t mask = tracker->slot_count - 1;
@@ -135,14 +135,25 @@ static void remove_entry(heap_tracker *tracker, entry *found) {
   tracker->tombstones++;
 }
 
-void heap_tracker_forget_no_alloc(heap_tracker *tracker, uint64_t object) {
-  if (tracker->live == 0) return;
-  entry *found = find(tracker, object);
-  if (found != NULL) remove_entry(tracker, found);
+static heap_object object_of(const entry *tracked) {
+  return (heap_object){tracked->object, tracked->object_class, tracked->identity, tracked->tid, tracked->weight};
 }
 
-int heap_tracker_set_stack(heap_tracker *tracker, uint64_t object, uint64_t sequence, const recorder_frame *frames,
-                           uint32_t depth) {
+uint32_t heap_tracker_keep_if(heap_tracker *tracker, heap_object_test *keep, void *data) {
+  uint32_t dropped = 0;
+  for (uint32_t i = 0; i < tracker->slot_count && tracker->live > 0; i++) {
+    entry *tracked = &tracker->slots[i];
+    if (tracked->object <= TOMBSTONE) continue;
+    heap_object object = object_of(tracked);
+    if (keep(&object, data)) continue;
+    remove_entry(tracker, tracked);
+    dropped++;
+  }
+  return dropped;
+}
+
+int heap_tracker_set_stack(heap_tracker *tracker, uint64_t object, uint64_t sequence, uint32_t weight,
+                           uint64_t identity, const recorder_frame *frames, uint32_t depth) {
   entry *found = find(tracker, object);
   if (found == NULL || found->sequence != (uint32_t)sequence) return 0;
   uint32_t stack_id;
@@ -151,7 +162,16 @@ int heap_tracker_set_stack(heap_tracker *tracker, uint64_t object, uint64_t sequ
     return -1;
   }
   found->stack_id = stack_id;
+  found->weight = weight;
+  found->identity = identity;
   return 0;
+}
+
+void heap_tracker_scale_weight(heap_tracker *tracker, uint64_t object, uint64_t identity, double scale) {
+  entry *found = find(tracker, object);
+  if (found == NULL || found->identity != identity || identity == 0) return;
+  double scaled = (double)found->weight * scale + 0.5;
+  found->weight = scaled >= (double)UINT32_MAX ? UINT32_MAX : scaled < 1 ? 1 : (uint32_t)scaled;
 }
 
 static uint32_t read_stack(heap_tracker *tracker, uint32_t stack_id) {
@@ -164,7 +184,7 @@ void heap_tracker_each(heap_tracker *tracker, heap_object_visitor *visit, void *
     const entry *tracked = &tracker->slots[i];
     if (tracked->object <= TOMBSTONE || tracked->stack_id == STACK_PENDING) continue;
     uint32_t depth = read_stack(tracker, tracked->stack_id);
-    heap_object object = {tracked->object, tracked->object_class, tracked->tid, tracked->weight};
+    heap_object object = object_of(tracked);
     visit(&object, tracker->frames, depth, data);
   }
 }

@@ -240,7 +240,7 @@ static bool boolean_setting(VALUE settings, const char *key) {
 
 // Native.start(settings) -> true. settings: the frozen Hash of
 // Options#native_settings: {rate:, max_frames:, signals:, overhead_target:,
-// gc:, alloc_interval: (0: allocations not sampled), heap:}.
+// gc:, alloc_interval: (0: allocations not sampled), heap:, alloc_duty:}.
 static VALUE native_start(VALUE self, VALUE settings_hash) {
   Check_Type(settings_hash, T_HASH);
   if (!RB_OBJ_FROZEN(settings_hash)) rb_raise(rb_eArgError, "sonde: Native.start takes a frozen settings Hash");
@@ -251,11 +251,13 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
   bool record_gc = boolean_setting(settings_hash, "gc");
   long alloc_interval = NUM2LONG(setting(settings_hash, "alloc_interval"));
   bool heap = boolean_setting(settings_hash, "heap");
+  double alloc_duty = NUM2DBL(setting(settings_hash, "alloc_duty"));
   if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
   if (!(target > 0 && target <= 100)) rb_raise(rb_eArgError, "overhead_target out of range");
   if (alloc_interval < 0 || alloc_interval > UINT32_MAX) rb_raise(rb_eArgError, "alloc_interval out of range");
   if (heap && alloc_interval == 0) rb_raise(rb_eArgError, "heap needs alloc_interval > 0");
+  if (!(alloc_duty > 0 && alloc_duty <= 1)) rb_raise(rb_eArgError, "alloc_duty out of range");
   if (current_state() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
   run_settings settings = {
       .interval_ns = NANOS_PER_SECOND / rate_hz,
@@ -265,6 +267,7 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
       .overhead_target_percent = target,
       .alloc_interval = (uint32_t)alloc_interval,
       .heap = heap,
+      .alloc_duty = alloc_duty,
   };
 
   VALUE holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, NULL);
@@ -334,8 +337,8 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   profile_export_check_comments(comments); // before anything is halted
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  // The heap as of the stop, taken while the FREEOBJ hook still sees frees
-  // (not for a profile that is dropped unencoded: a forked child's).
+  // The heap as of the stop, checked while the source still runs (not for
+  // a profile that is dropped unencoded: a forked child's).
   if (!state->halted && RTEST(export)) alloc_source_record_heap(&state->run);
   halt_sampling(state);
   int64_t end = clocks_monotonic_ns();

@@ -594,6 +594,7 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
   // of threads that ended. Recorded outside the pass's timing, so that
   // sampling allocations never slows the wall ticks down (pacing.h).
   record_allocations(run, false);
+  if (!scheduler_stopping(run->scheduler)) alloc_source_after_tick(run);
 }
 
 static VALUE drain_protected(VALUE arg) {
@@ -637,7 +638,11 @@ void sampling_pass_prepare_job(void) {
 void sampling_pass_record_captures(sonde_run *run, bool final) {
   if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
   drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
-  alloc_source_record_captures(run, !final);
+  if (final) {
+    alloc_source_close_window(run);
+  } else {
+    alloc_source_record_captures(run, true);
+  }
 }
 
 // ---------------------------------------------------------------------------

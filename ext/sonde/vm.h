@@ -153,6 +153,11 @@ void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *fir
 // Marks a frame_id so that the GC neither frees nor moves what it points at.
 void vm_mark_frame(uint64_t frame_id);
 
+// With the GVL, outside GC: whether object, the address of a slot of a page
+// the heap still has, holds a live object (not freed, not garbage waiting
+// for a lazy sweep). Allocates nothing.
+bool vm_object_live(VALUE object);
+
 // Whether a GC enter/exit hook slows down every allocation on this Ruby.
 // Ruby 3.1 and 3.2 turn off the allocation fast path while any GC event
 // hook is on (about 1.5x the cost of an allocation, bench/workloads/gc_hook.rb);

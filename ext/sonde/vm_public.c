@@ -402,6 +402,16 @@ bool vm_times_gvl_waits(void) { return true; }
 // From Ruby 3.3 gc.c leaves the allocation fast path only for NEWOBJ hooks.
 bool vm_gc_hooks_slow_allocation(void) { return false; }
 
+// Exported by libruby, declared only in its own sources: 3.4 (the modular
+// GC) has the first, 3.3 the second (extconf.rb checks which links).
+#if defined(HAVE_RB_OBJSPACE_GARBAGE_OBJECT_P)
+int rb_objspace_garbage_object_p(VALUE object);
+bool vm_object_live(VALUE object) { return !rb_objspace_garbage_object_p(object); }
+#else
+int rb_objspace_markable_object_p(VALUE object);
+bool vm_object_live(VALUE object) { return rb_objspace_markable_object_p(object) != 0; }
+#endif
+
 // GC time comes from the GC hooks here; the GC clock is never polled.
 int64_t vm_gc_total_time_ns(void) { return -1; }
 

@@ -84,6 +84,10 @@ static vm_thread_state state_of(const rb_thread_t *thread) {
 // set, which any GC event hook sets.
 bool vm_gc_hooks_slow_allocation(void) { return true; }
 
+int rb_objspace_markable_object_p(VALUE object); // exported, declared only in gc.c
+
+bool vm_object_live(VALUE object) { return rb_objspace_markable_object_p(object) != 0; }
+
 // Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
 bool vm_times_gvl_waits(void) { return false; }
 

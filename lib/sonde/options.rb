@@ -22,6 +22,9 @@ module Sonde
     # Allocations per allocation sample, on average (alloc: and heap:).
     ALLOC_INTERVAL_RANGE = (1..10_000_000).freeze
     DEFAULT_ALLOC_INTERVAL = 1024
+    # Share of ticks during which allocations are listened to (alloc: and heap:).
+    ALLOC_DUTY_MIN = 0.01
+    DEFAULT_ALLOC_DUTY = 0.05
     # Seconds between flushes in continuous mode.
     EVERY_RANGE = (1..3600).freeze
     DEFAULT_EXPORT = "dir:sonde-profiles"
@@ -63,6 +66,10 @@ module Sonde
                   text: :integer, check: Setting::Checks.integer_in(ALLOC_INTERVAL_RANGE),
                   expected: "alloc_interval must be an Integer from #{ALLOC_INTERVAL_RANGE.min} to " \
                             "#{ALLOC_INTERVAL_RANGE.max} (allocations per sample, on average)"),
+      Setting.new(name: :alloc_duty, default: DEFAULT_ALLOC_DUTY, variable: "SONDE_ALLOC_DUTY", text: :number,
+                  check: Setting::Checks.number_in(ALLOC_DUTY_MIN, 1),
+                  expected: "alloc_duty must be a number from #{ALLOC_DUTY_MIN} to 1 " \
+                            "(the share of ticks during which allocations are listened to)"),
       Setting.new(name: :continuous, default: false, text: :boolean,
                   check: Setting::Checks.boolean, expected: "continuous must be true or false"),
       Setting.new(name: :every, default: 60, variable: "SONDE_EVERY", text: :number,
@@ -85,7 +92,7 @@ module Sonde
     BY_NAME = SETTINGS.to_h { |setting| [setting.name, setting] }.freeze
     DEFAULTS = SETTINGS.to_h { |setting| [setting.name, setting.default] }.freeze
     # What Sonde::Native.start takes, in one frozen Hash (see #native_settings).
-    NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap].freeze
+    NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap alloc_duty].freeze
 
     attr_reader(*SETTINGS.map(&:name), :sources, :export_specs)
 
@@ -118,7 +125,7 @@ module Sonde
     # The one argument Sonde::Native.start takes.
     def native_settings
       { rate: rate, max_frames: max_frames, signals: signals, overhead_target: overhead_target.to_f, gc: gc,
-        alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap }.freeze
+        alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap, alloc_duty: alloc_duty.to_f }.freeze
     end
 
     # The program's name, for the service tag when none is given.

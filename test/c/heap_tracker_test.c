@@ -37,6 +37,68 @@ static void collect(const heap_object *object, const recorder_frame *frames, uin
   seen->count++;
 }
 
+static bool keep_all_but(const heap_object *object, void *data) { return object->object != *(uint64_t *)data; }
+
+// Stops tracking one object, as a liveness check that found it dead does.
+static uint32_t forget(heap_tracker *tracker, uint64_t object) {
+  return heap_tracker_keep_if(tracker, keep_all_but, &object);
+}
+
+typedef struct {
+  uint64_t identities[8];
+  int count;
+} asked;
+
+static bool keep_recorded(const heap_object *object, void *data) {
+  asked *seen = data;
+  if (seen->count < 8) seen->identities[seen->count] = object->identity;
+  seen->count++;
+  return object->identity != 0;
+}
+
+// keep_if is asked about every entry, recorded (with its identity) or not
+// (identity 0), and drops those it refuses.
+static void test_keep_if_sees_identities_and_drops(void) {
+  heap_tracker *tracker = heap_tracker_new(8, FRAMES);
+  recorder_frame frames[FRAMES];
+  uint32_t depth;
+  stack_of(2, frames, &depth);
+  heap_tracker_track_no_alloc(tracker, 0x1000, 0x77, 1, 1, 1);
+  heap_tracker_track_no_alloc(tracker, 0x2000, 0x77, 1, 1, 2);
+  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x1000, 1, 3, 0xabc, frames, depth), 0);
+  asked seen = {0};
+  CHECK_EQ_INT(heap_tracker_keep_if(tracker, keep_recorded, &seen), 1);
+  CHECK_EQ_INT(seen.count, 2);
+  CHECK(seen.identities[0] == 0xabc || seen.identities[1] == 0xabc);
+  CHECK(seen.identities[0] == 0 || seen.identities[1] == 0);
+  CHECK_EQ_INT(heap_tracker_count(tracker), 1);
+  CHECK_EQ_INT(forget(tracker, 0x3000), 0); // never tracked
+  CHECK_EQ_INT(forget(tracker, 0x1000), 1);
+  CHECK_EQ_INT(heap_tracker_count(tracker), 0);
+  heap_tracker_free(tracker);
+}
+
+// A window's scale reaches the object recorded in it, not a later object
+// at its address (another identity).
+static void test_scale_weight_needs_the_identity(void) {
+  heap_tracker *tracker = heap_tracker_new(8, FRAMES);
+  recorder_frame frames[FRAMES];
+  uint32_t depth;
+  stack_of(2, frames, &depth);
+  heap_tracker_track_no_alloc(tracker, 0x1000, 0x77, 10, 1, 1);
+  heap_tracker_set_stack(tracker, 0x1000, 1, 10, 0x55, frames, depth);
+  heap_tracker_scale_weight(tracker, 0x1000, 0x66, 3.0); // another identity: nothing
+  heap_tracker_scale_weight(tracker, 0x2000, 0x55, 3.0); // not tracked: nothing
+  seen_objects seen = {0};
+  heap_tracker_each(tracker, collect, &seen);
+  CHECK_EQ_INT(seen.weights, 10);
+  heap_tracker_scale_weight(tracker, 0x1000, 0x55, 2.54);
+  seen = (seen_objects){0};
+  heap_tracker_each(tracker, collect, &seen);
+  CHECK_EQ_INT(seen.weights, 25);
+  heap_tracker_free(tracker);
+}
+
 static void test_track_stack_forget(void) {
   heap_tracker *tracker = heap_tracker_new(8, FRAMES);
   if (!CHECK(tracker != NULL)) return;
@@ -50,16 +112,17 @@ static void test_track_stack_forget(void) {
   seen_objects seen = {0};
   heap_tracker_each(tracker, collect, &seen);
   CHECK_EQ_INT(seen.count, 0);
-  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x1000, 1, frames, depth), 0);
-  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x2000, 2, frames, depth), 0);
+  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x1000, 1, 10, 7, frames, depth), 0);
+  // The weight as recorded replaces the hook's (a listening window's scale).
+  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x2000, 2, 25, 7, frames, depth), 0);
   seen = (seen_objects){0};
   heap_tracker_each(tracker, collect, &seen);
   CHECK_EQ_INT(seen.count, 2);
-  CHECK_EQ_INT(seen.weights, 30);
+  CHECK_EQ_INT(seen.weights, 35);
   CHECK_EQ_INT(seen.depths[0], depth);
   CHECK_EQ_INT(seen.leaf_frames[0], frames[0].frame_id);
-  heap_tracker_forget_no_alloc(tracker, 0x1000);
-  heap_tracker_forget_no_alloc(tracker, 0x3000); // never tracked
+  forget(tracker, 0x1000);
+  forget(tracker, 0x3000); // never tracked
   seen = (seen_objects){0};
   heap_tracker_each(tracker, collect, &seen);
   CHECK_EQ_INT(seen.count, 1);
@@ -74,18 +137,18 @@ static void test_stack_for_freed_or_reused_address_is_ignored(void) {
   uint32_t depth;
   stack_of(3, frames, &depth);
   heap_tracker_track_no_alloc(tracker, 0x1000, 0x77, 1, 1, 1);
-  heap_tracker_forget_no_alloc(tracker, 0x1000);
-  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x1000, 1, frames, depth), 0); // freed: nothing happens
+  forget(tracker, 0x1000);
+  CHECK_EQ_INT(heap_tracker_set_stack(tracker, 0x1000, 1, 1, 7, frames, depth), 0); // freed: nothing happens
   // The address now holds a later sample: the earlier capture's stack is not its.
   heap_tracker_track_no_alloc(tracker, 0x1000, 0x88, 1, 1, 2);
-  heap_tracker_set_stack(tracker, 0x1000, 1, frames, depth);
+  heap_tracker_set_stack(tracker, 0x1000, 1, 1, 7, frames, depth);
   seen_objects seen = {0};
   heap_tracker_each(tracker, collect, &seen);
   CHECK_EQ_INT(seen.count, 0);
   recorder_frame other[FRAMES];
   uint32_t other_depth;
   stack_of(4, other, &other_depth);
-  heap_tracker_set_stack(tracker, 0x1000, 2, other, other_depth);
+  heap_tracker_set_stack(tracker, 0x1000, 2, 1, 7, other, other_depth);
   heap_tracker_each(tracker, collect, &seen);
   CHECK_EQ_INT(seen.count, 1);
   CHECK_EQ_INT(seen.depths[0], other_depth);
@@ -97,7 +160,7 @@ static void test_full_tracker_counts_drops(void) {
   for (uint64_t i = 1; i <= 6; i++) heap_tracker_track_no_alloc(tracker, i * 0x40, 1, 1, 1, i);
   CHECK_EQ_INT(heap_tracker_count(tracker), 4);
   CHECK_EQ_INT(heap_tracker_drops(tracker), 2);
-  heap_tracker_forget_no_alloc(tracker, 0x40);
+  forget(tracker, 0x40);
   CHECK(heap_tracker_track_no_alloc(tracker, 0x1000, 1, 1, 1, 9));
   heap_tracker_free(tracker);
 }
@@ -118,8 +181,8 @@ static void test_tidy_reclaims_tombstones_and_stacks(void) {
       continue;
     }
     stack_of((uint64_t)round * 7919, frames, &depth);
-    heap_tracker_set_stack(tracker, object, sequence, frames, depth);
-    heap_tracker_forget_no_alloc(tracker, object);
+    heap_tracker_set_stack(tracker, object, sequence, 1, 7, frames, depth);
+    forget(tracker, object);
   }
   CHECK(refused_without_tidy > 0);
   heap_tracker_clear(tracker);
@@ -129,9 +192,9 @@ static void test_tidy_reclaims_tombstones_and_stacks(void) {
     sequence++;
     if (!heap_tracker_track_no_alloc(tracker, object, 1, 1, 1, sequence)) refused++;
     stack_of((uint64_t)round * 7919, frames, &depth);
-    heap_tracker_set_stack(tracker, object, sequence, frames, depth);
+    heap_tracker_set_stack(tracker, object, sequence, 1, 7, frames, depth);
     // Keep one object in 1000 alive.
-    if (round % 1000 != 0) heap_tracker_forget_no_alloc(tracker, object);
+    if (round % 1000 != 0) forget(tracker, object);
     heap_tracker_tidy(tracker);
   }
   CHECK_EQ_INT(refused, 0);
@@ -179,12 +242,12 @@ static void test_against_reference(void) {
       case 2:
         if (weight[n] != 0 && !has_stack[n]) {
           stack_of((uint64_t)n, frames, &depth);
-          CHECK_EQ_INT(heap_tracker_set_stack(tracker, object, sequence_of[n], frames, depth), 0);
+          CHECK_EQ_INT(heap_tracker_set_stack(tracker, object, sequence_of[n], weight[n], 7, frames, depth), 0);
           has_stack[n] = true;
         }
         break;
       case 3:
-        heap_tracker_forget_no_alloc(tracker, object);
+        forget(tracker, object);
         weight[n] = 0;
         break;
       default:
@@ -220,6 +283,8 @@ static void test_bad_arguments(void) {
 
 int main(void) {
   RUN(test_track_stack_forget);
+  RUN(test_keep_if_sees_identities_and_drops);
+  RUN(test_scale_weight_needs_the_identity);
   RUN(test_stack_for_freed_or_reused_address_is_ignored);
   RUN(test_full_tracker_counts_drops);
   RUN(test_tidy_reclaims_tombstones_and_stacks);

@@ -10,6 +10,11 @@
 #               make_garbage; OUT gets the profile of a flush after GC, and
 #               OUT.after that of the stop, after the survivors are dropped
 #   compaction: the heap mode's survivors, then GC.compact, then more survivors
+#   windows:    Foo and Bar, 4 to 1, from make_foos and make_bars for 3
+#               seconds, at the default alloc_duty (every other mode
+#               listens at every tick)
+#   heap_windows: for 3 seconds, rounds of 50 Bar kept and 450 Foo dropped,
+#               at the default alloc_duty; OUT gets a flush after GC
 #   threads:    200,000 Foo on a thread named "allocator", 100,000 on main,
 #               inside Sonde.with_labels(phase: "labelled")
 #   internals:  every allocation sampled (interval 1) while code makes the
@@ -28,6 +33,8 @@ class Bar; end
 class Baz; end
 class Qux; end
 
+WINDOWS_SECONDS = 3.0
+
 def make_foos(count) = count.times { Foo.new }
 def make_bars(count) = count.times { Bar.new }
 
@@ -40,13 +47,18 @@ def make_pattern(count)
 end
 
 def make_survivors(count) = Array.new(count) { Foo.new }
+def make_survivors_of(klass, count) = Array.new(count) { klass.new }
 def make_split(text) = text.split(",")
 def keywords(a:, b: 2) = a + b
 def make_garbage(count) = count.times { Foo.new }
 
 mode, out, interval = ARGV
 options = { alloc_interval: Integer(interval || Sonde::Options::DEFAULT_ALLOC_INTERVAL) }
-options[%w[counts threads burst internals].include?(mode) ? :alloc : :heap] = true
+options[%w[counts threads burst internals windows].include?(mode) ? :alloc : :heap] = true
+# Every mode but the windows ones listens at every tick (alloc_duty: 1), so
+# that what it checks is the sampling alone; they keep the default duty.
+options[:alloc_duty] = 1 unless %w[windows heap_windows].include?(mode)
+
 text = "x," * 300_000 if mode == "burst"
 facts = { "mode" => mode }
 Sonde.start(**options)
@@ -91,6 +103,34 @@ when "internals"
 when "burst"
   3.times { make_split(text) }
   facts["strings"] = 900_000
+when "windows"
+  # Foo and Bar in step for WINDOWS_SECONDS, while the hook is on for one
+  # tick in 1 / alloc_duty: whatever was not listened to is estimated.
+  started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  rounds = 0
+  while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < WINDOWS_SECONDS
+    make_foos(400)
+    make_bars(100)
+    rounds += 1
+  end
+  facts["foo"] = rounds * 400
+  facts["bar"] = rounds * 100
+when "heap_windows"
+  # For WINDOWS_SECONDS, each round allocates 50 Bar it keeps and 450 Foo
+  # it drops, at the default alloc_duty.
+  kept = []
+  started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  rounds = 0
+  while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < WINDOWS_SECONDS
+    kept.concat(make_survivors_of(Bar, 50))
+    make_garbage(450)
+    rounds += 1
+  end
+  GC.start
+  facts["survivors"] = kept.size
+  facts["garbage"] = rounds * 450
+  File.binwrite(out, Sonde.flush.pprof)
+  out += ".after"
 when "threads"
   Thread.new do
     Thread.current.name = "allocator"
