@@ -40,11 +40,13 @@ module SondeBench
 
     # A profiler configuration; alloc_interval nil leaves the profiler's
     # own default (see profiler_hook.rb, SONDE_BENCH_ALLOC_INTERVAL).
-    Variant = Struct.new(:name, :profiler, :rate, :alloc_interval, :heap, keyword_init: true) do
+    # duty: Sonde's alloc_duty (through SONDE_ALLOC_DUTY; nil: its default).
+    Variant = Struct.new(:name, :profiler, :rate, :alloc_interval, :heap, :duty, keyword_init: true) do
       def env
         env = {}
         env["SONDE_BENCH_ALLOC_INTERVAL"] = alloc_interval.to_s if alloc_interval
         env["SONDE_BENCH_HEAP"] = "1" if heap
+        env["SONDE_ALLOC_DUTY"] = duty.to_s if duty
         env
       end
 
@@ -62,10 +64,14 @@ module SondeBench
       Variant.new(name: "none", profiler: "none", rate: 0),
       Variant.new(name: "none (A/A)", profiler: "none", rate: 0),
       Variant.new(name: "sonde", profiler: "sonde", rate: RATE_HZ, alloc_interval: 0),
-      *[4096, 1024, 256].map do |interval|
+      # The default duty (one tick in 20 listened to), then listening all the time.
+      *[1024, 256].map do |interval|
         Variant.new(name: "sonde alloc #{interval}", profiler: "sonde", rate: RATE_HZ, alloc_interval: interval)
       end,
       Variant.new(name: "sonde heap 1024", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, heap: true),
+      Variant.new(name: "sonde alloc 1024 duty 1", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, duty: 1),
+      Variant.new(name: "sonde heap 1024 duty 1", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, heap: true,
+                  duty: 1),
       *[1, 1024].map do |interval|
         Variant.new(name: "stackprof object #{interval}", profiler: "stackprof-object", rate: RATE_HZ,
                     alloc_interval: interval)

@@ -13,6 +13,8 @@
 BENCH_RUN = File.expand_path("../bench/run.rb", __dir__)
 INSTALL_PEERS = File.expand_path("../bench/support/install_peers.rb", __dir__)
 ALLOC_COST = File.expand_path("../bench/alloc_cost.rb", __dir__)
+ALLOC_IN_PROCESS = File.expand_path("../bench/alloc_in_process.rb", __dir__)
+SCRIPT_RUBY = File.expand_path("../script/ruby", __dir__)
 RUBY33 = File.expand_path("../script/ruby33", __dir__)
 
 # Sonde's 3.3 build, when the run includes Ruby 3.3.
@@ -26,6 +28,7 @@ namespace :bench do
   task smoke: :compile do
     sh RbConfig.ruby, BENCH_RUN, "--smoke"
     sh RbConfig.ruby, ALLOC_COST, "--smoke"
+    sh RbConfig.ruby, "-Ilib", ALLOC_IN_PROCESS, "1"
   end
 
   desc "Sonde vs StackProf cpu mode, process CPU of the cpu workload, many interleaved rounds (ROUNDS=30 RATE=100; ~3 min)"
@@ -48,6 +51,37 @@ namespace :bench do
   task alloc: [:compile, :peers] do
     compile_for_benchmarked_rubies
     sh RbConfig.ruby, ALLOC_COST, ENV.fetch("ROUNDS", "7")
+  end
+
+  # The in-process view of the same question: slices of one process, so
+  # the machine's noise between processes stays out (bench/alloc_in_process.rb).
+  desc "What allocation profiling costs, in one process per Ruby (3.1, and 3.3/3.4 where script/ruby has them; " \
+       "ROUNDS=15, ~4 min a Ruby); writes bench/ALLOC_IN_PROCESS.md or $SONDE_BENCH_ALLOC_IN_PROCESS"
+  task alloc_in_process: :compile do
+    rounds = ENV.fetch("ROUNDS", "15")
+    rubies = ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3,3.4").split(",")
+    sections = rubies.map do |ruby|
+      command = ruby == "host" ? [RbConfig.ruby] : [SCRIPT_RUBY, ruby, "ruby"]
+      sh(*command[0..-2], "rake", "compile") unless ruby == "host"
+      output = IO.popen([*command, "-Ilib", ALLOC_IN_PROCESS, rounds], &:read)
+      raise "bench/alloc_in_process.rb failed on #{ruby}" unless $?.success?
+
+      output
+    end
+    path = ENV.fetch("SONDE_BENCH_ALLOC_IN_PROCESS", File.expand_path("../bench/ALLOC_IN_PROCESS.md", __dir__))
+    File.write(path, <<~MARKDOWN + sections.join("\n"))
+      # Allocation profiling: what it costs, in one process
+
+      Written by `rake bench:alloc_in_process` (bench/alloc_in_process.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC,
+      Sonde at commit #{`git rev-parse --short HEAD`.strip}#{`git status --porcelain ext lib`.empty? ? "" : " (ext/ or lib/ modified)"}.
+      Each round runs every variant once per workload, in a shuffled order, in slices of about half a second of
+      the same work; times are the main thread's CPU time (the listening, the hook and the samples all run there;
+      Sonde's own threads take the time sampling's share, the same in every Sonde row). "fastest" is the fastest
+      slice, "median" the median one, each over the unprofiled slices' ("none"); "none (A/A)" is unprofiled too:
+      its distance from none is the noise. Sonde samples time at 100 Hz in every Sonde row.
+
+    MARKDOWN
+    puts "wrote #{path}"
   end
 
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"

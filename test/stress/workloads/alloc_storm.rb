@@ -4,10 +4,11 @@
 # test/stress/alloc_storm_test.rb.
 #
 #   ruby alloc_storm.rb storm SECONDS   heap: true at a tiny interval (4) and
-#       CPU sampling at 1000 Hz, while threads are born and die allocating,
+#       CPU sampling at 1000 Hz (so the allocation hook goes on and off up to
+#       100 times a second: one tick in 20 listened to), while threads are born and die allocating,
 #       children are forked (and allocate, and exit), the main thread flushes
 #       every 50 ms and runs GC.start and GC.compact now and then.
-#   ruby alloc_storm.rb cap COUNT       heap: true at interval 1 with COUNT
+#   ruby alloc_storm.rb cap COUNT       heap: true at interval 1, listening all the time, with COUNT
 #       objects kept alive (more than the tracked set holds): the set fills,
 #       the rest is counted, RSS stays bounded; repeated 3 times.
 #
@@ -76,7 +77,7 @@ when "cap"
   count = Integer(ARGV.fetch(1))
   rss = []
   3.times do
-    Sonde.start(heap: true, alloc_interval: 1)
+    Sonde.start(heap: true, alloc_interval: 1, alloc_duty: 1)
     kept = Array.new(count) { Object.new }
     stats = Sonde.stats
     profile = Sonde.stop
