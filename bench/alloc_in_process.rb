@@ -93,16 +93,22 @@ end
 median = ->(values) { values.sort[values.size / 2] }
 puts "#{RUBY_DESCRIPTION}: #{ROUNDS} rounds, thread CPU per slice, each over none's"
 puts
-puts "| workload | variant | fastest ms | vs none | median ms | vs none | ticks listened |"
-puts "|---|---|---|---|---|---|---|"
+puts "| workload | variant | fastest ms | vs none | median ms | vs none | paired median (p25–p75) | ticks listened |"
+puts "|---|---|---|---|---|---|---|---|"
 WORKLOADS.each_key do |workload|
   base = times[[workload, "none"]]
   VARIANTS.each_key do |variant|
     own = times[[workload, variant]]
+    # Each slice over the unprofiled slice of its own round: the two ran
+    # within a few seconds of each other, so a slow stretch of the machine
+    # weighs on both.
+    ratios = own.zip(base).map { |mine, none| mine / none - 1 }.sort
+    quartile = ->(q) { ratios[((ratios.size - 1) * q).round] * 100 }
     heard, ticks = listened[[workload, variant]]
     share = ticks.positive? ? format("%.1f%% of %d", 100.0 * heard / ticks, ticks) : "–"
-    puts format("| %s | %s | %.1f | %+.1f%% | %.1f | %+.1f%% | %s |", workload, variant, own.min * 1000,
-                (own.min / base.min - 1) * 100, median.(own) * 1000, (median.(own) / median.(base) - 1) * 100, share)
+    puts format("| %s | %s | %.1f | %+.1f%% | %.1f | %+.1f%% | %+.1f%% (%+.1f%%–%+.1f%%) | %s |", workload, variant,
+                own.min * 1000, (own.min / base.min - 1) * 100, median.(own) * 1000,
+                (median.(own) / median.(base) - 1) * 100, quartile.(0.5), quartile.(0.25), quartile.(0.75), share)
   end
 end
 File.write(OUT, JSON.generate(times.map { |(workload, variant), values| { workload:, variant:, seconds: values } })) if OUT

@@ -77,7 +77,8 @@ namespace :bench do
       Each round runs every variant once per workload, in a shuffled order, in slices of about half a second of
       the same work; times are the main thread's CPU time (the listening, the hook and the samples all run there;
       Sonde's own threads take the time sampling's share, the same in every Sonde row). "fastest" is the fastest
-      slice, "median" the median one, each over the unprofiled slices' ("none"); "none (A/A)" is unprofiled too:
+      slice, "median" the median one, each over the unprofiled slices' ("none"); "paired" each slice over the
+      unprofiled slice of its round, median and quartiles over the rounds; "none (A/A)" is unprofiled too:
       its distance from none is the noise. Sonde samples time at 100 Hz in every Sonde row.
 
     MARKDOWN

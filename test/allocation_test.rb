@@ -68,6 +68,8 @@ class AllocationTest < Minitest::Test
     assert_within facts["foo"], foo, 0.10, "Foo from make_foos"
     assert_within facts["bar"], bar, 0.10, "Bar from make_bars"
     assert_within 4.0, foo / bar, 0.10, "Foo to Bar, 4 to 1"
+    # The windows' samples are scaled to Ruby's own count of allocations.
+    assert_within facts["allocated"], total(profile, "alloc-samples").to_f, 0.03, "every allocation, as Ruby counted them"
   end
 
   # The live heap when only some ticks are listened to: the survivors of

@@ -112,8 +112,8 @@ void rb_objspace_each_objects(int (*callback)(void *start, void *end, size_t str
 #define HEAP_CHECK_WHEN_FULL_NS 1000000000
 
 // A listening window's samples (unscaled), the objects of them the tracker
-// follows (address and identity), the allocations it heard and those its
-// period had (allocations_stood_for: once closed).
+// follows (address and identity), the weights it recorded (heard: once
+// closed) and the allocations its period had (allocations_stood_for).
 typedef struct {
   recorder *samples;
   struct window_object {
@@ -642,17 +642,21 @@ static void close_window(sonde_run *run, bool end_of_profile) {
   alloc_source *alloc = run->alloc;
   drain_captures(run, false);
   if (alloc->filling == NULL) return;
+  uint64_t heard = alloc->heard - alloc->heard_at_close;
+  if (!end_of_profile && heard < (uint64_t)PERIOD_MIN_SAMPLES * alloc->interval) return;
   size_t allocated = allocated_objects();
   size_t since_close = allocated > alloc->allocated_at_close ? allocated - alloc->allocated_at_close : 0;
-  uint64_t heard = alloc->heard - alloc->heard_at_close;
+  // The scale is taken over the weights recorded, not the allocations
+  // heard: the two differ by the gap a window's first sample carries over
+  // from the previous one, and whatever they are, the scaled weights then
+  // add up to Ruby's count exactly.
+  int64_t recorded = recorder_total(alloc->filling->samples, RECORDER_ALLOC_SAMPLES);
   listening_window *closed = alloc->closed;
-  if (!end_of_profile && heard < (uint64_t)PERIOD_MIN_SAMPLES * alloc->interval) return;
-  if (heard > 0) {
-    // Ruby's count includes every object the hook heard.
-    double scale = since_close > heard ? (double)since_close / (double)heard : 1;
+  if (recorded > 0) {
+    double scale = since_close > (size_t)recorded ? (double)since_close / (double)recorded : 1;
     add_window_scaled(run, alloc->filling, scale, scale);
-    alloc->filling->heard = heard;
-    alloc->filling->allocations_stood_for = since_close > heard ? since_close : heard;
+    alloc->filling->heard = (uint64_t)recorded;
+    alloc->filling->allocations_stood_for = since_close > (size_t)recorded ? since_close : (size_t)recorded;
     alloc->closed = alloc->filling;
     alloc->filling = closed;
     recorder_clear(closed->samples);
@@ -662,8 +666,8 @@ static void close_window(sonde_run *run, bool end_of_profile) {
                       (double)(closed->allocations_stood_for + since_close) / (double)closed->allocations_stood_for);
     closed->allocations_stood_for += since_close;
   } else {
-    // Nothing heard since the last close: this period's allocations are
-    // left to the next window to stand for.
+    // Nothing recorded since the last close: this period's allocations
+    // are left to the next window to stand for.
     return;
   }
   alloc->heard_at_close = alloc->heard;

@@ -61,6 +61,7 @@ options[:alloc_duty] = 1 unless %w[windows heap_windows].include?(mode)
 
 text = "x," * 300_000 if mode == "burst"
 facts = { "mode" => mode }
+allocated_before = GC.stat(:total_allocated_objects)
 Sonde.start(**options)
 case mode
 when "counts"
@@ -140,4 +141,5 @@ when "threads"
 end
 facts["stats"] = Sonde.stats.transform_keys(&:to_s)
 File.binwrite(out, Sonde.stop.pprof)
+facts["allocated"] = GC.stat(:total_allocated_objects) - allocated_before
 puts JSON.generate(facts)
