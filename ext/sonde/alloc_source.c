@@ -13,8 +13,8 @@
 // every allocation (GC.stat's total_allocated_objects, a counter read
 // without allocating), the hook counts those it heard. When a window
 // closes, its samples are recorded with their gaps scaled by the
-// allocations since the previous window closed over those heard in this
-// one, so the totals are exact and each window's mix of stacks and classes
+// allocations since the previous window closed over the weights it
+// recorded, so the totals are exact and each window's mix of stacks and classes
 // stands for its period. Not N: the hook itself slows the program while it
 // listens, so a listened tick allocates less than the others (a third less
 // on a loop that only allocates), and N would undercount by as much. Until
@@ -112,15 +112,15 @@ void rb_objspace_each_objects(int (*callback)(void *start, void *end, size_t str
 #define HEAP_CHECK_WHEN_FULL_NS 1000000000
 
 // A listening window's samples (unscaled), the objects of them the tracker
-// follows (address and identity), the weights it recorded (heard: once
-// closed) and the allocations its period had (allocations_stood_for).
+// follows (address and identity), the weights it recorded (once closed)
+// and the allocations its period had (allocations_stood_for).
 typedef struct {
   recorder *samples;
   struct window_object {
     uint64_t object, identity;
   } *objects;
   size_t object_count, object_capacity;
-  uint64_t heard;
+  uint64_t recorded;
   size_t allocations_stood_for;
 } listening_window;
 
@@ -655,14 +655,14 @@ static void close_window(sonde_run *run, bool end_of_profile) {
   if (recorded > 0) {
     double scale = since_close > (size_t)recorded ? (double)since_close / (double)recorded : 1;
     add_window_scaled(run, alloc->filling, scale, scale);
-    alloc->filling->heard = (uint64_t)recorded;
+    alloc->filling->recorded = (uint64_t)recorded;
     alloc->filling->allocations_stood_for = since_close > (size_t)recorded ? since_close : (size_t)recorded;
     alloc->closed = alloc->filling;
     alloc->filling = closed;
     recorder_clear(closed->samples);
     closed->object_count = 0;
-  } else if (end_of_profile && since_close > 0 && closed->heard > 0) {
-    add_window_scaled(run, closed, (double)since_close / (double)closed->heard,
+  } else if (end_of_profile && since_close > 0 && closed->recorded > 0) {
+    add_window_scaled(run, closed, (double)since_close / (double)closed->recorded,
                       (double)(closed->allocations_stood_for + since_close) / (double)closed->allocations_stood_for);
     closed->allocations_stood_for += since_close;
   } else {
