@@ -20,8 +20,25 @@ require_relative "clock_helpers"
 MODE = ARGV.fetch(0)
 facts = { mode: MODE }
 
+# Every 16th hash outlives its call, in a bounded ring shared by all threads:
+# the tracked set then holds live objects whenever GC.compact runs (with
+# only garbage in it, a compaction has nothing to reset and the storm would
+# not exercise the reset).
+RETAINED = []
+RETAINED_LOCK = Mutex.new
+RETAINED_MAX = 4_000
+
 def allocate_some(n)
-  Array.new(n) { |i| { i => "value #{i}" } }.size
+  Array.new(n) do |i|
+    hash = { i => "value #{i}" }
+    if (i % 16).zero?
+      RETAINED_LOCK.synchronize do
+        RETAINED << hash
+        RETAINED.shift if RETAINED.size > RETAINED_MAX
+      end
+    end
+    hash
+  end.size
 end
 
 case MODE
