@@ -79,9 +79,12 @@ class PprofAppTest < Minitest::Test
       "seconds=1&sample=gpu" => 400 }.each do |query, code|
       status, _headers, body = get("/profile", "#{query}&token=#{TOKEN}")
       assert_equal code, status, query
-      assert_match(/\A(seconds: must be a whole number from 1 to 5|sample: must be cpu or wall)\n\z/, body.join)
+      assert_match(/\A(seconds: must be a whole number from 1 to 5|sample: must be cpu, wall, alloc, heap)\n\z/, body.join)
     end
-    assert_equal 404, get("/heap", "token=#{TOKEN}").first
+    assert_equal 400, get("/flamegraph", "seconds=1&sample=gpu&token=#{TOKEN}").first
+    status, _headers, body = get("/goroutine", "token=#{TOKEN}")
+    assert_equal 404, status
+    assert_equal "not found: the paths are /, /profile, /allocs, /heap and /flamegraph\n", body.join
     assert_equal 405, get("/profile", "token=#{TOKEN}", "REQUEST_METHOD" => "POST").first
     refute Sonde.running?
     error = assert_raises(Sonde::ArgumentError) { Sonde::PprofApp.new(token: "short") }
@@ -128,6 +131,76 @@ class PprofAppTest < Minitest::Test
       end
       assert_operator total(captured, "cpu-time"), :>, 0.5e9
       assert_includes captured.comments, "service=live", "the capture is tagged like every export"
+    end
+  end
+
+  # A thread that makes CapturedThing objects and keeps one in ten, for
+  # seconds: what /allocs and /heap must find.
+  class CapturedThing; end
+
+  def allocate_in_background(seconds, kept)
+    Thread.new do
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      i = 0
+      while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        thing = CapturedThing.new
+        kept << thing if (i % 10).zero?
+        i += 1
+      end
+      i
+    end
+  end
+
+  def things(profile, type)
+    total(profile, type) { |sample| sample.labels["allocation class"] == CapturedThing.name }
+  end
+
+  def test_allocs_and_heap_captures_sample_what_they_serve
+    kept = []
+    allocator = allocate_in_background(1.5, kept)
+    status, _headers, body = get("/allocs", "seconds=1&token=#{TOKEN}")
+    made = allocator.value
+    assert_equal 200, status, body.join
+    refute Sonde.running?, "a capture that started Sonde stops it"
+    allocs = Sonde::Pprof.decode(body.join)
+    assert_equal "alloc-samples", allocs.default_sample_type
+    # About two thirds of what the thread made were made during the capture.
+    assert_operator things(allocs, "alloc-samples"), :>, made / 10, "the allocating thread's objects are in /allocs"
+
+    kept.clear
+    allocator = allocate_in_background(1.5, kept)
+    status, _headers, body = get("/heap", "seconds=1&token=#{TOKEN}")
+    allocator.join
+    assert_equal 200, status, body.join
+    heap = Sonde::Pprof.decode(body.join)
+    assert_equal "heap-live-size", heap.default_sample_type
+    assert_operator things(heap, "heap-live-samples"), :>, 0, "the kept objects are in /heap"
+    assert_operator things(heap, "heap-live-size"), :>, 0
+    assert_equal heap.default_sample_type, Sonde::Pprof.decode(get("/profile", "seconds=1&sample=heap&token=#{TOKEN}")
+      .last.join).default_sample_type
+  end
+
+  def test_a_continuous_run_serves_only_what_it_samples
+    Dir.mktmpdir do |dir|
+      Sonde.start(continuous: true, every: 60, export: "dir:#{dir}")
+      status, _headers, body = get("/allocs", "seconds=1&token=#{TOKEN}")
+      assert_equal 409, status
+      assert_equal "the continuous run does not sample allocations: start it with alloc: true (SONDE_ALLOC=1)\n", body.join
+      status, _headers, body = get("/flamegraph", "seconds=1&sample=heap&token=#{TOKEN}")
+      assert_equal 409, status
+      assert_match(/does not follow the live heap: start it with heap: true/, body.join)
+      assert Sonde.running?, "the continuous run goes on"
+      Sonde.stop
+
+      Sonde.start(continuous: true, every: 60, export: "dir:#{dir}", alloc: true)
+      kept = []
+      allocator = allocate_in_background(1.5, kept)
+      status, _headers, body = get("/allocs", "seconds=1&token=#{TOKEN}")
+      allocator.join
+      assert_equal 200, status, body.join
+      assert_operator things(Sonde::Pprof.decode(body.join), "alloc-samples"), :>, 0
+      assert_equal 409, get("/heap", "seconds=1&token=#{TOKEN}").first, "alloc: true alone follows no heap"
+      Sonde.stop # before the directory goes: the stop writes the last period into it
     end
   end
 

@@ -16,8 +16,12 @@ module Sonde
   #
   #   GET /            an index page
   #   GET /profile     a gzip'd pprof of the next `seconds` (default 30, 1..max_seconds);
-  #                    sample=wall makes wall-time its default sample type
-  #   GET /flamegraph  the flame graph page of the next `seconds`
+  #                    sample= picks its default sample type: cpu (the default), wall,
+  #                    alloc (alloc-samples) or heap (heap-live-size)
+  #   GET /allocs      /profile with sample=alloc (Go's path for it)
+  #   GET /heap        /profile with sample=heap (Go's path for it)
+  #   GET /flamegraph  the flame graph page of the next `seconds` (sample=alloc or heap:
+  #                    with allocation or heap views too)
   #
   # Security: nothing is served unless mounted. Every request needs the
   # token (query `token=` or `Authorization: Bearer`), compared in constant
@@ -26,18 +30,31 @@ module Sonde
   # no backtrace.
   #
   # Sharing the sampler: when Sonde is not running, a capture starts it for
-  # the seconds asked (at `rate`, default 100) and stops it. In continuous
+  # the seconds asked (at `rate`, default 100; with alloc: true for
+  # sample=alloc, heap: true for sample=heap, at the default interval and
+  # duty) and stops it. In continuous
   # mode the capture is a period of the continuous run: the flusher's
   # period is cut at the capture's start and end, both parts go to the
   # exporters as usual, and the capture's part is also the answer (at the
   # run's rate). A run the application started itself without continuous
   # mode is its own: the capture refuses (409). One capture at a time per
-  # process: a second gets 409, as Go's does.
+  # process: a second gets 409, as Go's does. A continuous run that does
+  # not sample allocations (or follow the heap) answers sample=alloc
+  # (sample=heap) with 409 saying which option to start it with.
   class PprofApp
     DEFAULT_SECONDS = 30
     MAX_SECONDS = 300
     LOOPBACK = /\A(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)\z/.freeze
-    SAMPLE_TYPES = { "cpu" => :cpu_time, "wall" => :wall_time }.freeze
+    # sample= value => the sample type it makes the default, and what a
+    # capture must sample for it.
+    SAMPLES = {
+      "cpu" => { type: :cpu_time, needs: {} },
+      "wall" => { type: :wall_time, needs: {} },
+      "alloc" => { type: :alloc_samples, needs: { alloc: true } },
+      "heap" => { type: :heap_live_size, needs: { heap: true } },
+    }.freeze
+    # Go's paths for the allocation and heap profiles.
+    PATH_SAMPLES = { "/profile" => "cpu", "/allocs" => "alloc", "/heap" => "heap" }.freeze
     # pprof's Profile.default_sample_type (an index into the string table).
     DEFAULT_SAMPLE_TYPE_FIELD = 14
     STRING_TABLE_FIELD = 6
@@ -72,9 +89,9 @@ module Sonde
 
       case env["PATH_INFO"].to_s.chomp("/")
       when "" then index(env)
-      when "/profile" then profile(params)
+      when "/profile", "/allocs", "/heap" then profile(params, PATH_SAMPLES.fetch(env["PATH_INFO"].to_s.chomp("/")))
       when "/flamegraph" then flamegraph(params)
-      else text(404, "not found: the paths are /, /profile and /flamegraph")
+      else text(404, "not found: the paths are /, /profile, /allocs, /heap and /flamegraph")
       end
     rescue StandardError => e
       text(500, "sonde: the capture failed (#{e.class})")
@@ -111,6 +128,8 @@ module Sonde
         <ul>
         <li><a href="#{base}profile?seconds=30">profile</a>: a CPU profile (pprof) of the next 30 seconds;
         <code>seconds=</code> up to #{@max_seconds}, <code>sample=wall</code> for wall time</li>
+        <li><a href="#{base}allocs?seconds=30">allocs</a>: the allocations of the next 30 seconds (pprof)</li>
+        <li><a href="#{base}heap?seconds=30">heap</a>: the live heap at the end of the next 30 seconds (pprof)</li>
         <li><a href="#{base}flamegraph?seconds=10">flamegraph</a>: the flame graph page of the next 10 seconds</li>
         </ul>
         <p><code>go tool pprof "http://HOST#{base}profile?seconds=30&amp;token=..."</code></p>
@@ -119,27 +138,33 @@ module Sonde
       [200, { "content-type" => "text/html; charset=utf-8" }, [body]]
     end
 
-    def profile(params)
+    def profile(params, path_sample)
       seconds = seconds_param(params)
       return seconds if seconds.is_a?(Array)
 
-      type = SAMPLE_TYPES[params.fetch("sample", "cpu")]
-      return text(400, "sample: must be cpu or wall") unless type
+      sample = SAMPLES[params.fetch("sample", path_sample)]
+      return text(400, "sample: must be #{SAMPLES.keys.join(", ")}") unless sample
 
-      captured = capture(seconds)
+      captured = capture(seconds, **sample[:needs])
       return captured if captured.is_a?(Array)
 
       bytes = captured.pprof
+      type = sample[:type]
       bytes = PprofApp.with_default_sample_type(bytes, ProfileNames.sample_type(type)) unless type == :cpu_time
       [200, { "content-type" => "application/octet-stream",
               "content-disposition" => %(attachment; filename="profile-#{Process.pid}.pprof") }, [bytes]]
     end
 
+    # sample=alloc or heap: the capture samples those too, and the page
+    # offers their views beside time's.
     def flamegraph(params)
       seconds = seconds_param(params)
       return seconds if seconds.is_a?(Array)
 
-      captured = capture(seconds)
+      sample = SAMPLES[params.fetch("sample", "cpu")]
+      return text(400, "sample: must be #{SAMPLES.keys.join(", ")}") unless sample
+
+      captured = capture(seconds, **sample[:needs])
       return captured if captured.is_a?(Array)
 
       require_relative "flamegraph"
@@ -156,13 +181,13 @@ module Sonde
     end
 
     # The Sonde::Profile of the next seconds, or a response saying why not.
-    def capture(seconds)
+    def capture(seconds, **needs)
       unless @capture_lock.try_lock
         return text(409, "a capture is already running in this process; try again when it ends")
       end
 
       begin
-        Sonde.session.capture(seconds, rate: @rate)
+        Sonde.session.capture(seconds, rate: @rate, **needs)
       rescue StateError => e
         text(409, e.message)
       ensure

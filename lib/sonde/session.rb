@@ -117,12 +117,15 @@ module Sonde
 
     # The Sonde::Profile of the next seconds, for a live capture
     # (Sonde::PprofApp). Not running: starts Sonde at rate for the seconds
-    # and stops it. In continuous mode: a period of the run, cut at both
-    # ends (the exporters get every part as usual). A run the application
-    # started without continuous mode is its own: StateError.
-    def capture(seconds, rate:)
+    # (sampling allocations with alloc: true, following the heap with
+    # heap: true) and stops it. In continuous mode: a period of the run, cut
+    # at both ends (the exporters get every part as usual); StateError if
+    # the run does not sample what alloc:/heap: ask for. A run the
+    # application started without continuous mode is its own: StateError.
+    def capture(seconds, rate:, alloc: false, heap: false)
       continuous = @continuous
       if continuous && active?
+        check_capture_needs(alloc: alloc, heap: heap)
         continuous.flush_now
         sleep(seconds)
         return continuous.flush_now
@@ -131,7 +134,7 @@ module Sonde
         raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own"
       end
 
-      start(rate: rate)
+      start(rate: rate, **{ alloc: alloc, heap: heap }.select { |_, wanted| wanted })
       profile = nil
       begin
         sleep(seconds)
@@ -193,6 +196,15 @@ module Sonde
     end
 
     private
+
+    def check_capture_needs(alloc:, heap:)
+      if heap && !@options.heap
+        raise StateError, "the continuous run does not follow the live heap: start it with heap: true (SONDE_HEAP=1)"
+      end
+      return unless alloc && !@options.samples_allocations?
+
+      raise StateError, "the continuous run does not sample allocations: start it with alloc: true (SONDE_ALLOC=1)"
+    end
 
     def active?
       Native.loaded? && Native.active?
