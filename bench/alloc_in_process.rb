@@ -71,21 +71,30 @@ VARIANTS = {
 
 times = WORKLOADS.keys.product(VARIANTS.keys).to_h { |key| [key, []] }
 listened = Hash.new { |hash, key| hash[key] = [0, 0] }
+# Per slice of a listening variant: [allocations heard, allocations Ruby
+# counted, seconds spent switching windows].
+parts = Hash.new { |hash, key| hash[key] = [] }
+allocated = -> { GC.stat(:total_allocated_objects) }
 random = Random.new(1)
 ROUNDS.times do
   WORKLOADS.each do |workload, slice|
     VARIANTS.to_a.shuffle(random: random).each do |variant, options|
       GC.start
       Sonde.start(rate: 100, **options) if options
+      allocated_before = allocated.call
       started = thread_cpu.call
       slice.call
       times[[workload, variant]] << (thread_cpu.call - started)
+      allocations = allocated.call - allocated_before
       next unless options
 
       stats = Sonde.stats
       Sonde.stop
       listened[[workload, variant]][0] += stats.fetch(:alloc_listened_ticks)
       listened[[workload, variant]][1] += stats.fetch(:alloc_ticks)
+      next unless stats.fetch(:alloc)
+
+      parts[[workload, variant]] << [stats.fetch(:allocations_heard), allocations, stats.fetch(:alloc_window_switch_seconds)]
     end
   end
 end
@@ -109,6 +118,37 @@ WORKLOADS.each_key do |workload|
     puts format("| %s | %s | %.1f | %+.1f%% | %.1f | %+.1f%% | %+.1f%% (%+.1f%%–%+.1f%%) | %s |", workload, variant,
                 own.min * 1000, (own.min / base.min - 1) * 100, median.(own) * 1000,
                 (median.(own) / median.(base) - 1) * 100, quartile.(0.5), quartile.(0.25), quartile.(0.75), share)
+  end
+end
+# The cost at a duty from its parts, each measured with little noise: an
+# allocation heard costs what it costs with the hook on all the time (the
+# duty-1 variant's time over time sampling's, per allocation heard, median
+# over rounds: a difference of a third to a half of the slice, far above the
+# noise), and windows add the time spent switching them (Sonde's own clock).
+# Estimated cost = (heard x cost per heard + switching) over none's median,
+# heard and switching as means over the slices: a window of json_parse
+# spans whole parses (no pass runs inside the C call), so a slice hears a
+# few parses or none, and only the mean says what listening costs in time.
+puts
+puts "Estimated from its parts (what allocation profiling adds to time sampling; cost per heard allocation: " \
+     "median over rounds; heard and switching: means over slices):"
+puts
+puts "| workload | variant | allocations heard per slice (share) | µs per heard allocation (from duty 1) | switching ms per slice | estimated cost |"
+puts "|---|---|---|---|---|---|"
+WORKLOADS.each_key do |workload|
+  base = median.(times[[workload, "none"]])
+  %w[alloc heap].each do |kind|
+    always = VARIANTS.keys.find { |name| name.start_with?("sonde #{kind} duty 1") }
+    windowed = VARIANTS.keys.find { |name| name.start_with?("sonde #{kind} (defaults") }
+    per_heard = median.(times[[workload, always]].zip(times[[workload, "sonde"]], parts[[workload, always]])
+                .map { |mine, sonde, (heard, _, _)| (mine - sonde) / [heard, 1].max })
+    slices = parts[[workload, windowed]]
+    heard = slices.sum(&:first).fdiv(slices.size)
+    share = slices.sum(&:first).fdiv([slices.sum { |slice| slice[1] }, 1].max)
+    switching = slices.sum(&:last) / slices.size
+    estimate = (heard * per_heard + switching) / base
+    puts format("| %s | %s | %.0f (%.1f%%) | %.3f | %.2f | %+.1f%% |", workload, windowed, heard, share * 100,
+                per_heard * 1e6, switching * 1000, estimate * 100)
   end
 end
 File.write(OUT, JSON.generate(times.map { |(workload, variant), values| { workload:, variant:, seconds: values } })) if OUT

@@ -56,7 +56,7 @@ namespace :bench do
   # The in-process view of the same question: slices of one process, so
   # the machine's noise between processes stays out (bench/alloc_in_process.rb).
   desc "What allocation profiling costs, in one process per Ruby (3.1, and 3.3/3.4 where script/ruby has them; " \
-       "ROUNDS=15, ~4 min a Ruby); writes bench/ALLOC_IN_PROCESS.md or $SONDE_BENCH_ALLOC_IN_PROCESS"
+       "ROUNDS=15, ~2 min a Ruby); writes bench/ALLOC_IN_PROCESS.md or $SONDE_BENCH_ALLOC_IN_PROCESS"
   task alloc_in_process: :compile do
     rounds = ENV.fetch("ROUNDS", "15")
     rubies = ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3,3.4").split(",")
@@ -80,6 +80,10 @@ namespace :bench do
       slice, "median" the median one, each over the unprofiled slices' ("none"); "paired" each slice over the
       unprofiled slice of its round, median and quartiles over the rounds; "none (A/A)" is unprofiled too:
       its distance from none is the noise. Sonde samples time at 100 Hz in every Sonde row.
+      Below each table, the cost at the default duty estimated from its parts, each measured above the noise:
+      what an allocation heard costs (from the duty-1 slices over the time-only ones, per allocation heard),
+      times the allocations the default duty heard (`allocations_heard`), plus the time Sonde spent turning
+      the hook on and off and closing windows (`alloc_window_switch_seconds`), over none's median slice.
 
     MARKDOWN
     puts "wrote #{path}"

@@ -168,6 +168,7 @@ struct alloc_source {
   int64_t checked_when_full_at; // monotonic ns
   uint64_t merged_samples, lost_samples;
   uint64_t ticks, listened_ticks, windows;
+  int64_t window_switch_ns; // turning the hook on or off and closing windows, at ticks
   // Listening windows: allocations the hook heard, and both counts as of
   // the previous window's close.
   uint64_t heard, heard_at_close;
@@ -756,12 +757,17 @@ void alloc_source_after_tick(sonde_run *run) {
   bool listen = next_tick_listened(alloc);
   if (listen) alloc->listened_ticks++;
   if (listen == alloc->listening) return;
+  int64_t started = clocks_monotonic_ns();
   // Turning a hook on allocates (Ruby's hook list): an out-of-memory error
   // here leaves the window as it was, and the application unharmed.
   int raised = 0;
   rb_protect(switch_listening_protected, (VALUE)alloc, &raised);
   if (raised) rb_set_errinfo(Qnil);
   if (!alloc->listening) close_window(run, false);
+  // What windows cost beyond the allocations heard in them (which pay what
+  // they pay with the hook on all the time): bench/alloc_in_process.rb
+  // adds the two to estimate the cost at a duty.
+  alloc->window_switch_ns += clocks_monotonic_ns() - started;
 }
 
 static void stop_alloc(sonde_run *run) {
@@ -818,6 +824,9 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
   PUT(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
   PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
+  PUT(stats, "allocations_heard", alloc != NULL ? alloc->heard : 0);
+  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_window_switch_seconds")),
+               DBL2NUM(alloc != NULL ? (double)alloc->window_switch_ns / 1e9 : 0.0));
   PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
   PUT(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
   PUT(stats, "alloc_dropped_samples",
