@@ -38,6 +38,28 @@ namespace :bench do
        ENV.fetch("RATE", "100")
   end
 
+  desc "Sonde vs StackProf cpu mode, counted under perf: each one's share of the cpu workload's CPU samples at 100 " \
+       "and 1000 Hz (REPEATS=3, ~3 min, needs perf); writes bench/CPU_COST_PERF.md or $SONDE_BENCH_CPU_COST_PERF"
+  task cpu_perf: :compile do
+    output = IO.popen([RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_cost_perf.rb"), ENV.fetch("REPEATS", "3")],
+                      &:read)
+    raise "bench/cpu_cost_perf.rb failed" unless $?.success?
+
+    path = ENV.fetch("SONDE_BENCH_CPU_COST_PERF", File.expand_path("../bench/CPU_COST_PERF.md", __dir__))
+    File.write(path, <<~MARKDOWN + output)
+      # What CPU sampling costs, counted under perf
+
+      Written by `rake bench:cpu_perf` (bench/cpu_cost_perf.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC,
+      #{RUBY_DESCRIPTION}, Sonde at commit #{`git rev-parse --short HEAD`.strip}#{`git status --porcelain ext lib`.empty? ? "" : " (ext/ or lib/ modified)"}.
+      A perf sample is a profiler's cost when its native library is on the stack, it ran on one of the
+      profiler's threads, or it ran in the kernel's signal delivery or CPU-timer code; the rest of the
+      process's samples are the workload's. What a profiler does to the workload's own speed (caches,
+      slow paths) is not in these counts: the timed benchmarks (bench/RESULTS.md) have that, within their noise.
+
+    MARKDOWN
+    puts "wrote #{path}"
+  end
+
   desc "What labels (Sonde::Middleware) cost a Rack request, in-process A/B/A while Sonde samples (SCALE=1: 100 rounds, ~30 s)"
   task labels: :compile do
     sh RbConfig.ruby, File.join(__dir__, "..", "bench", "labels_cost.rb"), ENV.fetch("SCALE", "1")

@@ -47,6 +47,8 @@ class AllocationTest < Minitest::Test
     assert_operator total(profile, "alloc-samples"), :>=, stats["allocations_sampled_over"],
                     "alloc-samples totals every allocation sampled over"
     assert_equal 1024, stats["alloc_interval"], "the default interval"
+    assert_within facts["allocated"], stats["allocations_heard"].to_f, 0.03,
+                  "listening all the time, the hook heard every allocation Ruby counted"
     assert_go_pprof_reads(out)
     assert_go_pprof_sample_index(out, "alloc-samples", "Object#make_foos")
   end
@@ -63,6 +65,10 @@ class AllocationTest < Minitest::Test
     assert_in_delta stats["alloc_ticks"] / block.to_f, stats["alloc_listened_ticks"], 1.0,
                     "exactly one tick per block listened to"
     assert_operator stats["alloc_windows"], :<=, stats["alloc_listened_ticks"] + 1
+    heard_share = stats["allocations_heard"].fdiv(facts["allocated"])
+    assert heard_share.positive? && heard_share < 3.0 / block, "the hook heard a duty's share of allocations: #{heard_share}"
+    assert_operator stats["alloc_window_switch_seconds"], :>, 0, "switching windows is timed"
+    assert_operator stats["alloc_window_switch_seconds"], :<, 0.03, "switching windows costs little (3 s run)"
     foo = alloc_total(profile, "Foo", "Object#make_foos").to_f
     bar = alloc_total(profile, "Bar", "Object#make_bars").to_f
     assert_within facts["foo"], foo, 0.10, "Foo from make_foos"

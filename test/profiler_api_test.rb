@@ -99,6 +99,9 @@ class ProfilerApiTest < Minitest::Test
     assert_equal stats[:signals_received],
                  stats[:tick_signals] + stats[:cpu_signals] + stats[:stale_timer_signals] + stats[:foreign_signals]
     assert_operator stats[:cpu_signals], :>, 0
+    assert_kind_of Float, stats[:signal_handler_seconds]
+    assert_operator stats[:signal_handler_seconds], :>, 0, "time in the handler is counted"
+    assert_operator stats[:signal_handler_seconds], :<, 0.03, "a handler takes microseconds (0.3 s at 500 Hz)"
     assert_operator stats[:sampling_time_ns_min], :<=, stats[:sampling_time_ns_avg]
     assert_operator stats[:sampling_time_ns_avg], :<=, stats[:sampling_time_ns_max]
     final = Sonde.stop.stats

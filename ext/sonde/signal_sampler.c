@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "capture_buffer.h"
+#include "clocks.h"
 #include "cpu_timers.h"
 #include "labels.h"
 #include "run.h"
@@ -21,6 +22,9 @@
 
 static uint64_t signals_received, cpu_signals, tick_signals, stale_timer_signals, wrong_thread_signals,
     foreign_signals, inconsistent_stacks, jobs_not_queued;
+// Time inside this handler, all threads (monotonic clock: a handler
+// preempted midway counts whole, so this bounds its cost from above).
+static uint64_t handler_ns;
 
 #define ADD(counter) __atomic_fetch_add(&(counter), 1, __ATOMIC_RELAXED)
 
@@ -137,6 +141,7 @@ static void capture_tick(sonde_run *run) {
 void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
   sonde_run *run = run_active();
   if (run == NULL || run->captures == NULL || scheduler_stopping(run->scheduler)) return;
+  int64_t entered = clocks_monotonic_ns();
   ADD(signals_received);
   cpu_timer_hit hit;
   if (run->timers != NULL && cpu_timers_on_signal_signal_safe(run->timers, info, &hit)) {
@@ -148,11 +153,14 @@ void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
   } else {
     ADD(foreign_signals); // kill -PROF and the like: ignored
   }
+  int64_t spent = clocks_monotonic_ns() - entered;
+  if (spent > 0) __atomic_fetch_add(&handler_ns, (uint64_t)spent, __ATOMIC_RELAXED);
 }
 
 void signal_sampler_reset_stats(void) {
-  uint64_t *counters[] = {&signals_received,     &cpu_signals,     &tick_signals,        &stale_timer_signals,
-                          &wrong_thread_signals, &foreign_signals, &inconsistent_stacks, &jobs_not_queued};
+  uint64_t *counters[] = {&signals_received, &cpu_signals,     &tick_signals,        &stale_timer_signals,
+                          &wrong_thread_signals, &foreign_signals, &inconsistent_stacks, &jobs_not_queued,
+                          &handler_ns};
   for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) __atomic_store_n(counters[i], 0, __ATOMIC_RELAXED);
 }
 
@@ -168,4 +176,6 @@ void signal_sampler_add_stats(VALUE stats) {
   PUT(stats, "foreign_signals", foreign_signals);
   PUT(stats, "inconsistent_stacks", inconsistent_stacks);
   PUT(stats, "jobs_not_queued", jobs_not_queued);
+  rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_seconds")),
+               DBL2NUM((double)__atomic_load_n(&handler_ns, __ATOMIC_RELAXED) / 1e9));
 }
