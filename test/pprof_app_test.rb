@@ -180,6 +180,17 @@ class PprofAppTest < Minitest::Test
       .last.join).default_sample_type
   end
 
+  def test_settings_from_the_environment_that_refuse_a_capture_are_named
+    previous = ENV.fetch("SONDE_ALLOC", nil)
+    ENV["SONDE_ALLOC"] = "0"
+    status, _headers, body = get("/heap", "seconds=1&token=#{TOKEN}")
+    assert_equal 409, status
+    assert_match(/\Athis capture cannot start Sonde: heap: true needs allocation sampling, but SONDE_ALLOC=0/, body.join)
+    refute Sonde.running?
+  ensure
+    ENV["SONDE_ALLOC"] = previous
+  end
+
   def test_a_continuous_run_serves_only_what_it_samples
     Dir.mktmpdir do |dir|
       Sonde.start(continuous: true, every: 60, export: "dir:#{dir}")

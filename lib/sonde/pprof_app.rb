@@ -190,6 +190,10 @@ module Sonde
         Sonde.session.capture(seconds, rate: @rate, **needs)
       rescue StateError => e
         text(409, e.message)
+      rescue Sonde::ArgumentError => e
+        # The environment's settings refuse what the capture needs (say
+        # SONDE_ALLOC=0 for /heap): the message names the variable.
+        text(409, "this capture cannot start Sonde: #{e.message}")
       ensure
         @capture_lock.unlock
       end
