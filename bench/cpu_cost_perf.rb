@@ -28,6 +28,7 @@ require "open3"
 require "tmpdir"
 require_relative "support/child"
 require_relative "support/rubies"
+require_relative "support/self_profile"
 
 module SondeBench
   class CpuCostPerf
@@ -111,7 +112,7 @@ module SondeBench
       total = 0
       own = 0
       kernel = 0
-      each_sample(script) do |thread_name, frames|
+      SelfProfile.each_sample(script) do |thread_name, frames|
         total += 1
         if (profiler[:thread] && thread_name.match?(profiler[:thread])) ||
            frames.any? { |_name, dso| dso.match?(profiler[:library]) }
@@ -123,21 +124,6 @@ module SondeBench
       raise Child::Failure, "perf recorded no samples" if total.zero?
 
       { own: own.fdiv(total), kernel: kernel.fdiv(total), samples: total }
-    end
-
-    # Yields [thread name, [[function, dso], ...] leaf first] per sample.
-    def each_sample(script)
-      script.split(/\n\s*\n/).each do |block|
-        lines = block.lines.map(&:strip).reject(&:empty?)
-        next if lines.empty?
-
-        thread_name = lines.first.split(/\s+\d+\s*\z/).first.to_s
-        frames = lines.drop(1).filter_map do |line|
-          match = line.match(/\A\h+\s+(.*?)\s+\((.*)\)\z/)
-          match && [match[1].sub(/\+0x\h+\z/, ""), match[2]]
-        end
-        yield thread_name, frames
-      end
     end
 
     def report
