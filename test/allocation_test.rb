@@ -90,6 +90,9 @@ class AllocationTest < Minitest::Test
     dead = total(profile, "heap-live-samples") { |s| class_of(s) == "Foo" }
     assert_operator dead, :<, facts["garbage"] * 0.01, "the dropped Foo are not live"
     assert_within facts["garbage"], alloc_total(profile, "Foo", "Object#make_garbage").to_f, 0.10, "Foo allocated"
+    # A flush ends the period its windows were pooling: the allocations up
+    # to it are this profile's, none left for the next.
+    assert_within facts["allocated_at_flush"], total(profile, "alloc-samples").to_f, 0.03, "every allocation up to the flush"
   end
 
   # Every 8th allocation is a Baz. A sampler taking every 8th allocation

@@ -385,6 +385,10 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
   // The CPU samples captured so far belong to the period that ends now.
   if (!state->halted) {
     sampling_pass_record_captures(&state->run, false);
+    // The allocations since the latest close are this period's: a period
+    // spans windows until it heard enough, and must not leak into the
+    // next profile (nor leave this one without any).
+    alloc_source_close_window(&state->run);
     alloc_source_record_heap(&state->run);
   }
   // We hold the GVL, and every pass runs with it: no pass is half-way

@@ -130,6 +130,7 @@ when "heap_windows"
   GC.start
   facts["survivors"] = kept.size
   facts["garbage"] = rounds * 450
+  facts["allocated_at_flush"] = GC.stat(:total_allocated_objects) - allocated_before
   File.binwrite(out, Sonde.flush.pprof)
   out += ".after"
 when "threads"
