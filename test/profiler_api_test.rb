@@ -19,10 +19,6 @@ class ProfilerApiTest < Minitest::Test
     x
   end
 
-  def yjit_on_ruby31?
-    defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? && RUBY_VERSION < "3.3"
-  end
-
   def test_supported_on_this_machine
     assert Sonde.supported?, Sonde.unsupported_reason
     assert_nil Sonde.unsupported_reason

@@ -40,6 +40,11 @@ module SondeTestHelper
     JSON.parse(stdout.lines.last)
   end
 
+  # Ruby 3.1/3.2 with YJIT: passes run only at rare safe points.
+  def yjit_on_ruby31?
+    defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? && RUBY_VERSION < "3.3"
+  end
+
   def run_sonde(*args, env: {}, chdir: nil)
     run_ruby(EXE, *args, env: env, chdir: chdir)
   end
