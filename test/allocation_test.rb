@@ -62,9 +62,11 @@ class AllocationTest < Minitest::Test
     block = (1 / Sonde::Options::DEFAULT_ALLOC_DUTY).round
     assert_in_delta 1.0 / block, stats["alloc_duty"], 1e-9
     assert_operator stats["alloc_ticks"], :>=, 100, "ticks passed (rate 100, 3 s)"
-    assert_in_delta stats["alloc_ticks"] / block.to_f, stats["alloc_listened_ticks"], 1.0,
-                    "exactly one tick per block listened to"
-    assert_operator stats["alloc_windows"], :<=, stats["alloc_listened_ticks"] + 1
+    # Full blocks listen once each; the unfinished last block may or may
+    # not have reached its listened tick.
+    assert_includes (stats["alloc_ticks"] / block)..(stats["alloc_ticks"].fdiv(block).ceil), stats["alloc_listened_ticks"],
+                    "exactly one tick per block listened to (#{stats["alloc_ticks"]} ticks)"
+    assert_operator stats["alloc_windows"], :<=, stats["alloc_listened_ticks"]
     heard_share = stats["allocations_heard"].fdiv(facts["allocated"])
     assert heard_share.positive? && heard_share < 3.0 / block, "the hook heard a duty's share of allocations: #{heard_share}"
     assert_operator stats["alloc_window_switch_seconds"], :>, 0, "switching windows is timed"

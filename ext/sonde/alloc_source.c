@@ -764,8 +764,14 @@ static sonde_status start_alloc(sonde_run *run, char *error, size_t error_size) 
   vm_thread_frames(vm_current_thread_handle(), alloc->frames, alloc->max_frames, &unused_depth);
   alloc->newobj_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, on_newobj_no_alloc, alloc);
   alloc->allocated_at_close = allocated_objects();
-  // The first tick is drawn like every other (listening windows, above).
+  // The first tick is drawn like every other (listening windows, above),
+  // and counted like every other: a run that starts listening has heard
+  // one tick more than its later ticks say.
   alloc->listening = next_tick_listened(alloc);
+  if (alloc->block > 1) {
+    alloc->ticks++;
+    if (alloc->listening) alloc->listened_ticks++;
+  }
   if (alloc->listening) {
     rb_tracepoint_enable(alloc->newobj_hook);
     alloc->windows++;
