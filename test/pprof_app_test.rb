@@ -134,6 +134,35 @@ class PprofAppTest < Minitest::Test
     end
   end
 
+  # The flusher's ticks inside a capture are skipped: with every: 1 a
+  # 3-second capture spans 3 seconds, not what followed the flusher's last
+  # tick (a Puma test once got 27 ms), and the ticks resume after it.
+  def test_in_continuous_mode_the_flusher_does_not_cut_a_capture_short
+    Dir.mktmpdir do |dir|
+      Sonde.start(continuous: true, every: 1, export: "dir:#{dir}?keep=50", service: "live")
+      burner = burn_in_background(5.0)
+      sleep 0.5
+      status, _headers, body = get("/profile", "seconds=3&token=#{TOKEN}")
+      assert_equal 200, status, body.join
+      sleep 1.5
+      burner.join
+      Sonde.stop
+      captured = Sonde::Pprof.decode(body.join)
+      assert_in_delta 3.0, captured.duration_nanos / 1e9, 0.25, "the capture spans the seconds asked"
+      assert_operator total(captured, "cpu-time"), :>, 1.5e9, "the burner's CPU over the 3 seconds"
+      files = Dir[File.join(dir, "*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+      at = files.index { |file| file.time_nanos == captured.time_nanos }
+      refute_nil at, "the capture is one of the exported periods"
+      assert_equal captured.duration_nanos, files[at].duration_nanos
+      assert_operator files.size - at - 1, :>=, 1, "the flusher ticks again after the capture"
+      files.each_cons(2) do |earlier, later|
+        assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
+      end
+      longest = files.map(&:duration_nanos).max / 1e9
+      assert_operator longest, :<, 3.25, "no period longer than the capture or `every`"
+    end
+  end
+
   # A thread that makes CapturedThing objects and keeps one in ten, for
   # seconds: what /allocs and /heap must find.
   class CapturedThing; end

@@ -32,6 +32,11 @@ module Sonde
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
       @stopping = false
+      # Who ends a period: the flusher's tick, or a live capture's start and
+      # end. A child forked during a capture has no capture thread, so
+      # nothing may stay held.
+      @period_lock = Mutex.new
+      @capturing = false
       @thread = Thread.new { flush_loop }
       @thread.name = "sonde-flusher"
       @thread.report_on_exception = false
@@ -103,6 +108,29 @@ module Sonde
       profile
     end
 
+    # A live capture (Sonde::PprofApp) of the next seconds: a period of its
+    # own, cut at its start and end and exported like any other, returned
+    # as a Sonde::Profile. The flusher's ticks that fall inside it are
+    # skipped: one would cut the capture short (with every: 1 a 3-second
+    # capture answered with the last 27 ms). The period after the capture
+    # ends at the flusher's next tick, so no period is longer than the
+    # longer of `every` and the capture. One at a time: StateError for a
+    # second. Raises what Sonde.flush raises.
+    def capture(seconds)
+      @period_lock.synchronize do
+        raise StateError, "a capture is already running in this process; try again when it ends" if @capturing
+
+        flush_now
+        @capturing = true
+      end
+      begin
+        sleep(seconds)
+        @period_lock.synchronize { flush_now }
+      ensure
+        @capturing = false
+      end
+    end
+
     private
 
     def flush_loop
@@ -126,7 +154,12 @@ module Sonde
     end
 
     def flush_once
-      flush_now
+      @period_lock.synchronize do
+        # A capture is running: its end ends this period.
+        return :deferred if @capturing
+
+        flush_now
+      end
     rescue Sonde::StateError
       :stopped
     rescue StandardError => e

@@ -34,7 +34,8 @@ module Sonde
   # sample=alloc, heap: true for sample=heap, at the default interval and
   # duty) and stops it. In continuous
   # mode the capture is a period of the continuous run: the flusher's
-  # period is cut at the capture's start and end, both parts go to the
+  # period is cut at the capture's start and end (and not inside it: the
+  # flusher skips its ticks meanwhile), every part goes to the
   # exporters as usual, and the capture's part is also the answer (at the
   # run's rate). A run the application started itself without continuous
   # mode is its own: the capture refuses (409). One capture at a time per

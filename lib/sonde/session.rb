@@ -119,16 +119,15 @@ module Sonde
     # (Sonde::PprofApp). Not running: starts Sonde at rate for the seconds
     # (sampling allocations with alloc: true, following the heap with
     # heap: true) and stops it. In continuous mode: a period of the run, cut
-    # at both ends (the exporters get every part as usual); StateError if
+    # at both ends, with no periodic flush inside it (Continuous#capture;
+    # the exporters get every part as usual); StateError if
     # the run does not sample what alloc:/heap: ask for. A run the
     # application started without continuous mode is its own: StateError.
     def capture(seconds, rate:, alloc: false, heap: false)
       continuous = @continuous
       if continuous && active?
         check_capture_needs(alloc: alloc, heap: heap)
-        continuous.flush_now
-        sleep(seconds)
-        return continuous.flush_now
+        return continuous.capture(seconds)
       end
       if active?
         raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own"
