@@ -73,8 +73,14 @@ class SamplingTest < Minitest::Test
     assert_go_pprof_reads(out)
 
     main_samples = total(profile, "wall-samples") { |s| thread_name(s) == "main" }
-    expected = facts["rate"] * facts["blocked_for"]
-    assert_within expected, main_samples.to_f, 0.20, "samples of the blocked main thread"
+    # Every pass samples the blocked thread.
+    assert_in_delta facts["stats"]["samples"], main_samples, 2, "a sample of the blocked main thread in every pass"
+    # While the host stole the CPU from the worker, which holds the GVL, no
+    # pass could run (CI once saw 133 samples for 201 ticks): the workload
+    # measures those seconds, and the rate is asked of the others.
+    expected = facts["rate"] * (facts["blocked_for"] - facts["stalled"])
+    assert_within expected, main_samples.to_f, 0.20,
+                  "samples of the blocked main thread (#{facts["stalled"].round(3)} s of #{facts["blocked_for"].round(3)} stalled)"
     blocked_wall = total(profile, "wall-time") { |s| thread_name(s) == "main" && s.labels["state"] == "blocked" }
     assert_within facts["blocked_for"], blocked_wall / 1e9, 0.15, "main thread's wall time in the blocked state"
     read_frames = profile.samples.select { |s| thread_name(s) == "main" && s.labels["state"] == "blocked" }

@@ -9,19 +9,31 @@ out = ARGV.fetch(0)
 rate = Integer(ARGV.fetch(1, "100"))
 seconds = Float(ARGV.fetch(2, "2.0"))
 
+# Burns the CPU holding the GVL for seconds; returns the seconds the
+# thread did not run meanwhile (gaps of over 2 ms between two readings of
+# the clock: the host stole the CPU). No pass can sample anyone then, since
+# a pass needs the GVL this thread holds: the test expects no ticks of it.
+STALL_GAP = 0.002
+
 def spin(seconds)
-  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
-  x = 0
-  x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-  x
+  now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  deadline = now + seconds
+  stalled = 0.0
+  while now < deadline
+    before = now
+    now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    stalled += now - before if now - before > STALL_GAP
+  end
+  stalled
 end
 
 reader, writer = IO.pipe
 blocked_for = nil
+stalled = nil
 Sonde.profile(out: out, rate: rate) do
   worker = Thread.new do
     Thread.current.name = "worker"
-    spin(seconds)
+    stalled = spin(seconds)
     writer.write("done")
     writer.close
   end
@@ -30,4 +42,4 @@ Sonde.profile(out: out, rate: rate) do
   blocked_for = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
   worker.join
 end
-puts JSON.generate(blocked_for: blocked_for, rate: rate, stats: Sonde.stats)
+puts JSON.generate(blocked_for: blocked_for, stalled: stalled, rate: rate, stats: Sonde.stats)
