@@ -99,7 +99,7 @@ class CpuAttributionTest < Minitest::Test
     sleeping = total_cpu(profile, "Kernel#{kernel_separator}sleep", &bursty)
     # The truth beside each verdict: the share of the threads' CPU that
     # burst measured itself (the rest went to the waits' entries and exits).
-    truth = facts.fetch("threads").values.sum { |t| t["burst_cpu"] } / facts.fetch("threads").values.sum { |t| t["cpu"] }
+    truth = bursty_truth(facts)
     shares = format("burst %.1f%%, Kernel#sleep %.1f%%, truth: burst %.1f%%", 100.0 * burst / all,
                     100.0 * sleeping / all, 100 * truth)
     # 90% and 5% are the bounds while the workload's own truth is 95% or
@@ -117,8 +117,15 @@ class CpuAttributionTest < Minitest::Test
 
     peer = stackprof_shares("bursty_threads")
     if peer
-      assert_operator peer[:burst_total], :>=, 0.90 * peer[:samples], "StackProf agrees burst has the CPU"
-      assert_in_delta peer[:burst_total].to_f / peer[:samples], burst.to_f / all, 0.08, "Sonde's share vs StackProf's"
+      peer_share = peer[:burst_total].to_f / peer[:samples]
+      assert_operator peer_share, :>=, [0.90, peer[:truth] - 0.05].min, "StackProf agrees burst has the CPU"
+      # The peer runs the workload again, with a truth of its own (CI once
+      # saw Sonde at 82.4% and StackProf at 93.5%, each near its run's
+      # truth): each profiler is compared with the truth of its own run.
+      assert_in_delta peer_share - peer[:truth], burst.to_f / all - truth, 0.08,
+                      format("Sonde's error vs StackProf's, each against its own run's truth " \
+                             "(Sonde %.1f%% of truth %.1f%%, StackProf %.1f%% of truth %.1f%%)",
+                             100.0 * burst / all, 100 * truth, 100 * peer_share, 100 * peer[:truth])
     end
   end
 
@@ -183,12 +190,19 @@ class CpuAttributionTest < Minitest::Test
   # installed, and under YJIT: there StackProf reads the stack at the next
   # safe point (Ruby 3.1 with YJIT, straight_line: 97% on `trivial`, 0.5% on
   # `crunch`), so it is no reference; the truths above still hold for Sonde.
+  # The share of the bursty threads' CPU that burst measured itself (the
+  # rest went to the waits' entries and exits).
+  def bursty_truth(facts)
+    threads = facts.fetch("threads").values
+    threads.sum { |t| t["burst_cpu"] } / threads.sum { |t| t["cpu"] }
+  end
+
   def stackprof_shares(workload)
     return nil if ENV["RUBY_YJIT_ENABLE"] == "1"
     return nil unless system(RbConfig.ruby, "-e", "require 'stackprof'", err: File::NULL)
 
     dump = File.join(@dir, "#{workload}.stackprof")
-    run_workload(workload, dump, workload == "bursty_threads" ? "3.0" : "2.0", "100", "stackprof")
+    facts = run_workload(workload, dump, workload == "bursty_threads" ? "3.0" : "2.0", "100", "stackprof")
     frames = Marshal.load(File.binread(dump)).fetch(:frames).values # rubocop:disable Security/MarshalLoad -- our own dump
     by_name = ->(name) { frames.find { |f| f[:name] == name } || { samples: 0, total_samples: 0 } }
     data = Marshal.load(File.binread(dump)) # rubocop:disable Security/MarshalLoad -- our own dump
@@ -197,6 +211,7 @@ class CpuAttributionTest < Minitest::Test
       crunch_self: by_name.call("Object#crunch")[:samples],
       trivial_self: by_name.call("Object#trivial")[:samples],
       burst_total: by_name.call("Object#burst")[:total_samples],
+      truth: facts["threads"] && bursty_truth(facts),
     }
   end
 end
