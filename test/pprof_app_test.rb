@@ -100,6 +100,22 @@ class PprofAppTest < Minitest::Test
     assert_match(/a capture is already running/, busy.last.join)
   end
 
+  # Two apps mounted in one process share a continuous run: its capture is
+  # one at a time too (each app's own lock cannot see the other's).
+  def test_in_continuous_mode_one_capture_at_a_time_across_apps
+    Dir.mktmpdir do |dir|
+      Sonde.start(continuous: true, every: 60, export: "dir:#{dir}")
+      other = Sonde::PprofApp.new(token: TOKEN, max_seconds: 5)
+      results = [@app, other].map { |app| Thread.new { get("/profile", "seconds=1&token=#{TOKEN}", app: app) } }.map(&:value)
+      assert_equal [200, 409], results.map(&:first).sort
+      busy = results.find { |status, _, _| status == 409 }
+      assert_match(/a capture is already running/, busy.last.join)
+      status, = get("/profile", "seconds=1&token=#{TOKEN}", app: other)
+      assert_equal 200, status, "the next capture runs once the first ended"
+      Sonde.stop
+    end
+  end
+
   def test_a_run_started_by_the_application_is_its_own
     Sonde.start(rate: 50)
     status, _headers, body = get("/profile", "seconds=1&token=#{TOKEN}")

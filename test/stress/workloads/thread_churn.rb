@@ -56,6 +56,14 @@ end
 started = monotonic
 passes_before = Sonde.stats[:samples]
 max_tracked = 0
+# A thread's state is made when it starts (the thread-begin hook, with
+# signals) or a pass first meets it, and freed at the first pass after it
+# died. After a batch, the threads of the batches since the last pass may
+# still be tracked, besides main and busy: more than that is a pile-up.
+max_excess_tracked = -Float::INFINITY
+batches_since_pass = 0
+most_batches_without_pass = 0
+passes_seen = passes_before
 created = 0
 while created < COUNT
   batch = Array.new([BATCH, COUNT - created].min) do |k|
@@ -66,7 +74,12 @@ while created < COUNT
   end
   batch.each_with_index { |thread, k| finish(thread, created + k) }
   created += batch.size
-  max_tracked = [max_tracked, Sonde.stats[:threads_tracked]].max
+  stats = Sonde.stats
+  batches_since_pass = stats[:samples] == passes_seen ? batches_since_pass + 1 : 1
+  passes_seen = stats[:samples]
+  most_batches_without_pass = [most_batches_without_pass, batches_since_pass].max
+  max_tracked = [max_tracked, stats[:threads_tracked]].max
+  max_excess_tracked = [max_excess_tracked, stats[:threads_tracked] - (BATCH * batches_since_pass + 2)].max
 end
 churn_seconds = monotonic - started
 passes_during_churn = Sonde.stats[:samples] - passes_before
@@ -86,7 +99,8 @@ thread_ids = decoded.samples.map { |s| s.labels["thread id"] }.uniq
 
 puts JSON.generate(
   threads_created: created, churn_seconds: churn_seconds, rate: RATE, signals: SIGNALS,
-  max_threads_tracked: max_tracked, threads_tracked_after: tracked_after,
+  max_threads_tracked: max_tracked, max_excess_tracked: max_excess_tracked,
+  most_batches_without_pass: most_batches_without_pass, threads_tracked_after: tracked_after,
   live_threads_after: Thread.list.size,
   busy_wall_samples: busy_samples.sum { |s| s.values[wall_index] },
   busy_cpu_samples: busy_samples.sum { |s| s.values[cpu_index] },
