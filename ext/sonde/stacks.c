@@ -13,6 +13,7 @@
 #define SYNTHETIC_TRUNCATED 1u
 #define SYNTHETIC_GC 2u
 #define SYNTHETIC_LOST_ALLOCATIONS 3u
+#define SYNTHETIC_NO_RUBY_FRAME 4u
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
@@ -45,6 +46,8 @@ uint64_t stacks_gc_frame_id(void) { return SYNTHETIC_GC; }
 
 uint64_t stacks_lost_allocations_frame_id(void) { return SYNTHETIC_LOST_ALLOCATIONS; }
 
+uint64_t stacks_no_ruby_frame_id(void) { return SYNTHETIC_NO_RUBY_FRAME; }
+
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   if (!is_synthetic(frame_id)) {
     vm_describe_frame(frame_id, name, path, first_line);
@@ -65,6 +68,9 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
       break;
     case SYNTHETIC_LOST_ALLOCATIONS:
       *name = rb_str_new_cstr("(allocation samples lost)");
+      break;
+    case SYNTHETIC_NO_RUBY_FRAME:
+      *name = rb_str_new_cstr("(no Ruby frame)");
       break;
     default:
       *name = rb_str_new_cstr("(unknown)");

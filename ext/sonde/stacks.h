@@ -29,6 +29,12 @@ uint64_t stacks_gc_frame_id(void);
 // every allocation.
 uint64_t stacks_lost_allocations_frame_id(void);
 
+// The synthetic frame a CPU sample is recorded under when its thread had
+// no Ruby frame ("(no Ruby frame)": it was starting or ending, in the VM's
+// own C code), so that its CPU time is neither lost nor shown as an empty
+// stack.
+uint64_t stacks_no_ruby_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);
