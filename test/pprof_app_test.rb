@@ -34,6 +34,17 @@ class PprofAppTest < Minitest::Test
     end
   end
 
+  # The profiles the dir: exporter wrote, oldest first.
+  def exported_periods(dir)
+    Dir[File.join(dir, "*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+  end
+
+  def assert_periods_follow_each_other(files)
+    files.each_cons(2) do |earlier, later|
+      assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
+    end
+  end
+
   def test_a_capture_is_a_pprof_of_the_seconds_asked
     burner = burn_in_background(1.5)
     status, headers, body = get("/profile", "seconds=1&token=#{TOKEN}")
@@ -138,13 +149,11 @@ class PprofAppTest < Minitest::Test
       assert Sonde.running?, "the continuous run goes on"
       Sonde.stop
       captured = Sonde::Pprof.decode(body.join)
-      files = Dir[File.join(dir, "*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+      files = exported_periods(dir)
       assert_equal 3, files.size, "before the capture, the capture, after it"
       assert_equal captured.time_nanos, files[1].time_nanos
       assert_equal captured.duration_nanos, files[1].duration_nanos
-      files.each_cons(2) do |earlier, later|
-        assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
-      end
+      assert_periods_follow_each_other(files)
       assert_operator total(captured, "cpu-time"), :>, 0.5e9
       assert_includes captured.comments, "service=live", "the capture is tagged like every export"
     end
@@ -166,14 +175,12 @@ class PprofAppTest < Minitest::Test
       captured = Sonde::Pprof.decode(body.join)
       assert_in_delta 3.0, captured.duration_nanos / 1e9, 0.25, "the capture spans the seconds asked"
       assert_operator total(captured, "cpu-time"), :>, 1.5e9, "the burner's CPU over the 3 seconds"
-      files = Dir[File.join(dir, "*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+      files = exported_periods(dir)
       at = files.index { |file| file.time_nanos == captured.time_nanos }
       refute_nil at, "the capture is one of the exported periods"
       assert_equal captured.duration_nanos, files[at].duration_nanos
       assert_operator files.size - at - 1, :>=, 1, "the flusher ticks again after the capture"
-      files.each_cons(2) do |earlier, later|
-        assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
-      end
+      assert_periods_follow_each_other(files)
       longest = files.map(&:duration_nanos).max / 1e9
       assert_operator longest, :<, 3.25, "no period longer than the capture or `every`"
     end

@@ -56,6 +56,8 @@ module Sonde
       @exporters.each { |exporter| exporter.shutdown(timeout: timeout) }
     end
     SHUTDOWN_SECONDS = 5
+    # Why a second live capture is refused (Sonde::PprofApp answers 409 with it).
+    CAPTURE_BUSY = "a capture is already running in this process; try again when it ends"
     NANOS_PER_SECOND = 1_000_000_000
 
     # One Hash per exporter, in the order they were given: kind, then the
@@ -118,7 +120,7 @@ module Sonde
     # second. Raises what Sonde.flush raises.
     def capture(seconds)
       @period_lock.synchronize do
-        raise StateError, "a capture is already running in this process; try again when it ends" if @capturing
+        raise StateError, CAPTURE_BUSY if @capturing
 
         flush_now
         @capturing = true

@@ -184,7 +184,7 @@ module Sonde
     # The Sonde::Profile of the next seconds, or a response saying why not.
     def capture(seconds, **needs)
       unless @capture_lock.try_lock
-        return text(409, "a capture is already running in this process; try again when it ends")
+        return text(409, Continuous::CAPTURE_BUSY)
       end
 
       begin
