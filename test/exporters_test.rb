@@ -308,6 +308,27 @@ class ExportersTest < Minitest::Test
     end
   end
 
+  # A user who sees an empty directory or backend must find why in the log:
+  # the first failure says so, later ones are counted, and the first failure
+  # after a success says so again.
+  def test_a_failing_exporter_warns_once_per_run_of_failures
+    target = server(status: 500)
+    failing = exporter("pyroscope:#{target.url}", max_attempts: 1)
+    _out, err = capture_io do
+      2.times { |i| failing.export(profile) && wait_until { settled?(failing, i + 1) } }
+      target.status = 200
+      failing.export(profile)
+      assert wait_until { failing.stats[:exported] == 1 }
+      target.status = 500
+      failing.export(profile)
+      assert wait_until { settled?(failing, 4) }
+    end
+    warnings = err.lines.grep(/sonde: the pyroscope exporter failed/)
+    assert_equal 2, warnings.size, "one warning for each run of failures: #{err}"
+    assert_match(/in process #{Process.pid} .*HTTP 500 from http:/, warnings.first)
+    assert_equal [1, 3], failing.stats.values_at(:exported, :failed)
+  end
+
   def test_too_many_requests_is_retried_and_can_succeed
     target = server(status: 429)
     pyroscope = exporter("pyroscope:#{target.url}")

@@ -25,7 +25,9 @@ module Sonde
     # own thread ("sonde-export-<kind>"), which is started lazily by the first
     # #export, and again in a forked child (a child inherits no threads).
     # Nothing raised while delivering reaches an application thread: it is
-    # counted as failed and kept in stats[:last_error].
+    # counted as failed and kept in stats[:last_error]. The first failure,
+    # and the first after a success, is also one warning on stderr, so an
+    # exporter that writes nothing never looks healthy.
     class Base
       # Backoff before the first retry, doubled before each further retry.
       INITIAL_BACKOFF = 0.5
@@ -130,6 +132,7 @@ module Sonde
         @thread = nil
         @stopping = false
         @in_flight = false
+        @failing = false # true from a failure until the next success: warned once
         @stats = { exported: 0, failed: 0, dropped: 0, retries: 0, last_error: nil }
       end
 
@@ -165,7 +168,10 @@ module Sonde
         attempt = 1
         begin
           deliver(exported_profile)
-          @lock.synchronize { @stats[:exported] += 1 }
+          @lock.synchronize do
+            @stats[:exported] += 1
+            @failing = false
+          end
         rescue *TRANSIENT_ERRORS => e
           wait = [backoff, deadline - monotonic_now].min
           return record_failure(e) if attempt >= settings.max_attempts || wait <= 0
@@ -189,10 +195,20 @@ module Sonde
       end
 
       def record_failure(error)
-        @lock.synchronize do
+        first = @lock.synchronize do
           @stats[:failed] += 1
           @stats[:last_error] = describe(error)
+          !@failing.tap { @failing = true }
         end
+        warn_failure(error) if first
+      end
+
+      # One line per run of failures: the kind, the error, where the rest go.
+      def warn_failure(error)
+        warn "sonde: the #{kind} exporter failed in process #{Process.pid} (profiles are not reaching it; " \
+             "later failures are counted in Sonde.stats[:exporters] until one succeeds): #{describe(error)}"
+      rescue StandardError
+        nil # a closed or broken $stderr must not reach the exporter's thread
       end
 
       # The drain timed out: stop the thread wherever it is (Thread#kill
