@@ -107,4 +107,28 @@ class SignalsTest < Minitest::Test
       assert_operator total(child, "cpu-samples"), :>, 40
     end
   end
+  # A forked worker's main thread is named by the tid `top -H` shows (the
+  # child's pid), not its parent's: Ruby 3.1 keeps the parent's in
+  # Thread#native_thread_id, and a pass runs on whichever thread has the GVL.
+  def test_forked_childs_main_thread_carries_its_own_tid
+    Dir.mktmpdir do |dir|
+      _stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY, chdir: dir)
+        Sonde.start(rate: 200)
+        pid = fork do
+          burner = Thread.new { t = Time.now; x = 0; x += 1 while Time.now - t < 0.4 }
+          sleep 0.5
+          burner.join
+          File.write("child.pid", Process.pid.to_s)
+          Sonde.stop.write("child.pprof")
+        end
+        Process.wait(pid)
+        Sonde.stop
+      RUBY
+      assert status.success?, stderr
+      child_pid = Integer(File.read(File.join(dir, "child.pid")))
+      child = Sonde::Pprof.read(File.join(dir, "child.pprof"))
+      main_tids = child.samples.select { |s| s.labels["thread name"] == "main" }.map { |s| s.labels["thread id"] }.uniq
+      assert_equal [child_pid], main_tids, "the forked main thread's tid is the child's pid"
+    end
+  end
 end

@@ -93,10 +93,15 @@ bool vm_times_gvl_waits(void) { return false; }
 
 // Ruby 3.1 sets a thread's tid when the thread starts and never again, so in
 // a forked child the thread that forked still carries its parent's tid (and
-// Thread#native_thread_id says the same). That thread is the one running
-// this pass in the child, so it asks the kernel instead.
+// Thread#native_thread_id says the same). The atfork child handler, which
+// runs on that thread, remembers its pthread and its real tid; a pass on
+// any thread then names it by the tid `top -H` shows. Written only by the
+// atfork handler, while the child has no other thread.
+static pthread_t forked_thread;
+static int64_t forked_thread_tid; // 0: this process was not forked since load
+
 static int64_t tid_of(const rb_thread_t *thread) {
-  if (pthread_equal(thread->thread_id, pthread_self())) return (int64_t)syscall(SYS_gettid);
+  if (forked_thread_tid != 0 && pthread_equal(thread->thread_id, forked_thread)) return forked_thread_tid;
   return thread->tid;
 }
 
@@ -388,5 +393,9 @@ bool vm_postponed_job_trigger_signal_safe(void) {
   return sampling_job != NULL && rb_postponed_job_register_one(0, sampling_job, NULL) != 0;
 }
 
-// Nothing of this backend's is held across a handler.
-void vm_forget_after_fork(void) {}
+// Nothing of this backend's is held across a handler; the forking thread's
+// real tid is kept (see tid_of).
+void vm_forget_after_fork(void) {
+  forked_thread = pthread_self();
+  forked_thread_tid = (int64_t)syscall(SYS_gettid);
+}
