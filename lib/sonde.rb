@@ -22,6 +22,15 @@ require_relative "sonde/trap_guard"
 #   profile = Sonde.stop
 #   profile.write("work.pprof")
 module Sonde
+  # The integrations and the endpoint load when first named, so that
+  # `require "sonde"` (what Bundler does) is all an app needs to write
+  # `use Sonde::Middleware` or `mount Sonde::PprofApp.new(...)`.
+  autoload :PprofApp, File.expand_path("sonde/pprof_app", __dir__)
+  autoload :Middleware, File.expand_path("sonde/middleware", __dir__)
+  autoload :SidekiqMiddleware, File.expand_path("sonde/sidekiq", __dir__)
+  autoload :ActiveJobLabels, File.expand_path("sonde/active_job", __dir__)
+  autoload :Sinatra, File.expand_path("sonde/sinatra", __dir__)
+
   @session = Session.new
 
   ProcessHooks.install
@@ -178,6 +187,11 @@ module Sonde
 end
 
 # Rails: Sonde's Railtie, when Rails is loaded (Bundler requires gems after
-# `require "rails"`). A process that loads Sonde first (RUBYOPT=-rsonde/auto)
-# can require "sonde/railtie" in config/application.rb.
-require_relative "sonde/railtie" if defined?(::Rails::Railtie)
+# `require "rails"`), or as soon as the application's class opens when Rails
+# loads after Sonde (RUBYOPT=-rsonde/auto).
+if defined?(::Rails::Railtie)
+  require_relative "sonde/railtie"
+else
+  require_relative "sonde/railtie_loader"
+  Sonde::RailtieLoader.install
+end

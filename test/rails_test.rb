@@ -49,6 +49,9 @@ class RailsTest < Minitest::Test
       assert_equal [%w[ImportJob bulk], %w[MailJob default]], queues
       endpoints = profile.samples.filter_map { |s| s.labels["endpoint"] }.uniq
       assert_empty endpoints.grep(%r{/users/\d}), "no raw path becomes a label: #{endpoints}"
+      # One endpoint per request, from the middleware on (the router's
+      # pick), and jobs are endpoints too (Datadog's endpoint view).
+      assert_equal ["ImportJob", "MailJob", "OrdersController#create", "UsersController#show"], endpoints.sort
       # The tracer's middleware ran after Sonde's: the controllers' samples
       # carry its request spans all the same (80 requests, ids 0x5001..).
       in_actions = profile.samples.select { |s| s.labels["endpoint"]&.include?("#") && in_function?(profile, s, "Object#burn") }
@@ -63,8 +66,9 @@ class RailsTest < Minitest::Test
   end
 
   # Boots a bare Rails app with one config.sonde line; [stderr, status].
-  def boot_with(config_line)
-    _out, err, status = run_ruby("-e", <<~RUBY)
+  # sonde_first: Sonde loads before Rails, as RUBYOPT=-rsonde/auto does.
+  def boot_with(config_line, sonde_first: false, after_boot: "")
+    out, err, status = run_ruby(*(sonde_first ? ["-rsonde"] : []), "-e", <<~RUBY)
       require "logger"
       require "rails"
       require "action_controller/railtie"
@@ -76,8 +80,31 @@ class RailsTest < Minitest::Test
         #{config_line}
       end
       Rails.application.initialize!
+      #{after_boot}
     RUBY
+    @boot_stdout = out
     [err, status]
+  end
+
+  # RUBYOPT=-rsonde/auto loads Sonde before Rails: Bundler's require "sonde"
+  # is then a no-op, and the Railtie must still load (it did not: no
+  # labels, no config.sonde).
+  def test_the_railtie_loads_when_rails_comes_after_sonde
+    err, status = boot_with("config.sonde.controller_labels = true", sonde_first: true,
+                                                                     after_boot: <<~RUBY)
+                                                                       puts Rails.application.middleware.first.inspect
+                                                                       puts Sonde::RailtieLoader.installed?
+                                                                     RUBY
+    assert status.success?, err
+    assert_equal %w[Sonde::Middleware false], @boot_stdout.split, "the middleware is first; the TracePoint is off"
+  end
+
+  def test_require_sonde_reaches_every_integration
+    out, err, status = run_ruby("-rsonde", "-e", <<~RUBY)
+      puts [Sonde::PprofApp, Sonde::Middleware, Sonde::SidekiqMiddleware, Sonde::Sinatra].map(&:name).join(",")
+    RUBY
+    assert status.success?, err
+    assert_equal "Sonde::PprofApp,Sonde::Middleware,Sonde::SidekiqMiddleware,Sonde::Sinatra", out.strip
   end
 
   def test_a_mistyped_setting_is_refused_at_boot
@@ -95,7 +122,8 @@ class RailsTest < Minitest::Test
 
   def test_nothing_of_rails_loads_without_rails
     out, err, status = run_ruby("-rsonde", "-rsonde/middleware", "-e",
-                                'puts [defined?(Sonde::Railtie).inspect, $LOADED_FEATURES.grep(/railtie|rails\\//).size].join(",")')
+                                'puts [defined?(Sonde::Railtie).inspect, ' \
+                                '$LOADED_FEATURES.grep(/railtie|rails\\//).grep_v(/sonde\\/railtie_loader/).size].join(",")')
     assert status.success?, err
     assert_equal "nil,0", out.strip
   end

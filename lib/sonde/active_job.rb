@@ -1,10 +1,12 @@
 # frozen_string_literal: true
 
 require_relative "../sonde"
+require_relative "job_labels"
 
 module Sonde
   # ActiveJob: every job performed runs under the labels `job` (its class)
-  # and `queue`, whatever the queue adapter (Sidekiq, GoodJob, Solid Queue,
+  # and `queue` (and `endpoint`: Sonde::JobLabels), whatever the queue
+  # adapter (Sidekiq, GoodJob, Solid Queue,
   # inline, async), so a worker's profile splits by job
   # (`sonde report --by label:job`).
   #
@@ -15,9 +17,6 @@ module Sonde
   # ActiveJob's by itself. A job whose class name cannot be a label (over
   # 256 bytes) runs unlabelled; nothing of Sonde's is raised into the job.
   module ActiveJobLabels
-    # Job classes and queues whose labels are kept checked.
-    CACHE = Labels::CheckedCache.new(1000)
-
     @installed = false
 
     class << self
@@ -49,7 +48,7 @@ module Sonde
       private
 
       def labels_for(name, queue)
-        CACHE.fetch([name, queue]) { { "job" => name, "queue" => queue } }
+        JobLabels.for(name, queue)
       end
     end
   end

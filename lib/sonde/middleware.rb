@@ -46,6 +46,7 @@ module Sonde
       @labels = Labels.check(labels) # refused now, with the usual message
       @cache = {}
       @cache_size = 0
+      @custom = {}
     end
 
     def call(env)
@@ -82,7 +83,7 @@ module Sonde
     # the method and the raw first segment: the same frozen Hash each time,
     # which Labels finds by identity, and no String built per request.
     def request_labels(env)
-      return checked_labels(endpoint_of(env)) if @endpoint
+      return custom_labels(endpoint_of(env)) if @endpoint
 
       method = env["REQUEST_METHOD"] || "GET"
       segment = env["PATH_INFO"].to_s[FIRST_SEGMENT, 1].to_s
@@ -91,6 +92,16 @@ module Sonde
         labels = checked_labels("#{method} /#{clean_segment(segment)}")
         by_segment[segment.frozen? ? segment : segment.dup.freeze] = labels if labels && @cache_size < CACHED_ENDPOINTS
         @cache_size += 1
+        labels
+      end
+    end
+
+    # The endpoint: callable's names, checked once each, up to
+    # CACHED_ENDPOINTS of them.
+    def custom_labels(endpoint)
+      @custom.fetch(endpoint) do
+        labels = checked_labels(endpoint)
+        @custom[endpoint.frozen? ? endpoint : endpoint.dup.freeze] = labels if @custom.size < CACHED_ENDPOINTS
         labels
       end
     end

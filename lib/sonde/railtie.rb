@@ -3,6 +3,7 @@
 require_relative "../sonde"
 require_relative "middleware"
 require_relative "rails/controller_labels"
+require_relative "rails/route_endpoint"
 
 module Sonde
   # Rails integration, loaded by `require "sonde"` when Rails is (Bundler
@@ -37,8 +38,16 @@ module Sonde
       Railtie.start_options(app.config.sonde)
     end
 
+    # With controller labels, the middleware names the request by the
+    # action the router will pick, so the whole request has one endpoint.
     initializer "sonde.middleware", before: :build_middleware_stack do |app|
-      app.config.middleware.insert(0, Sonde::Middleware) if app.config.sonde.middleware
+      next unless app.config.sonde.middleware
+
+      if app.config.sonde.controller_labels
+        app.config.middleware.insert(0, Sonde::Middleware, endpoint: Sonde::Rails::RouteEndpoint.new(app))
+      else
+        app.config.middleware.insert(0, Sonde::Middleware)
+      end
     end
 
     initializer "sonde.controller_labels" do |app|

@@ -1,11 +1,12 @@
 # frozen_string_literal: true
 
 require_relative "../sonde"
+require_relative "job_labels"
 
 module Sonde
   # Sidekiq server middleware: every job runs under the labels `job` (its
-  # class) and `queue`, so a worker's profile splits by job
-  # (`sonde report --by label:job`).
+  # class) and `queue` (and `endpoint`: Sonde::JobLabels), so a worker's
+  # profile splits by job (`sonde report --by label:job`).
   #
   #   # config/initializers/sidekiq.rb
   #   require "sonde/sidekiq"
@@ -35,9 +36,7 @@ module Sonde
     # in "wrapped".
     def job_labels(job, queue)
       name = job.is_a?(Hash) ? (job["wrapped"] || job["class"]).to_s : job.class.name.to_s
-      Labels.check("job" => name, "queue" => queue.to_s)
-    rescue Sonde::ArgumentError
-      nil
+      JobLabels.for(name, queue.to_s)
     end
   end
 end

@@ -1,0 +1,55 @@
+# frozen_string_literal: true
+
+module Sonde
+  module Rails
+    # The `endpoint` Sonde::Middleware gives a Rails request before it is
+    # routed: the action the router will pick ("UsersController#show"), so
+    # that a request has one endpoint from its first sample to its last
+    # (Datadog's endpoint view counts each value as an endpoint; a request
+    # labelled "GET /users" in the middleware stack and the action inside
+    # it showed every endpoint twice). Sonde::Rails::ControllerLabels sets
+    # the same name once the controller runs.
+    #
+    # Asks the application's Journey router to recognize a copy of the
+    # request (recognize rewrites SCRIPT_NAME and PATH_INFO for mounted
+    # apps; the request's own env is left alone). Recognition matches paths,
+    # verbs and Hash constraints only: no application code (lambda
+    # constraints live in the route's app) runs here. A route with no
+    # controller (a mounted Rack app, a redirect) or no match gives nil: the
+    # middleware's "GET /users" then stays.
+    class RouteEndpoint
+      # Controller and action pairs whose names are kept.
+      MAX_NAMES = 10_000
+
+      def initialize(application)
+        @application = application
+        @names = {}
+      end
+
+      # env -> "UsersController#show" or nil. Never raises.
+      def call(env)
+        @application.routes.router.recognize(::ActionDispatch::Request.new(env.dup)) do |_route, params|
+          controller = params[:controller]
+          action = params[:action]
+          return name_of(controller.to_s, action.to_s) if controller && action
+        end
+        nil
+      rescue StandardError
+        nil
+      end
+
+      private
+
+      # "admin/users", "show" -> "Admin::UsersController#show", as the
+      # controller class names itself.
+      def name_of(controller, action)
+        by_action = @names[controller] ||= {}
+        by_action[action] || begin
+          name = "#{controller.camelize}Controller##{action}".freeze
+          by_action[action.frozen? ? action : action.dup.freeze] = name if @names.size < MAX_NAMES
+          name
+        end
+      end
+    end
+  end
+end
