@@ -2,6 +2,8 @@
 
 require_relative "support/test_helper"
 require "sonde/pprof_app"
+require "cgi"
+require "socket"
 
 # Sonde::PprofApp, driven as Rack drives it: what it serves, to whom, with
 # which bounds, one capture at a time; and, in continuous mode, that a
@@ -273,6 +275,83 @@ class PprofAppTest < Minitest::Test
     assert_equal "text/html; charset=utf-8", headers["content-type"]
     assert_match(/<html/i, body.join)
     index = get("/", "token=#{TOKEN}").last.join
-    assert_includes index, %(href="/debug/pprof/profile?seconds=30")
+    assert_includes index, %(href="/debug/pprof/profile?seconds=30&amp;token=#{TOKEN}")
+  end
+
+  # A click on the index sends no Authorization header: every link carries
+  # the token the page was opened with, however it came.
+  def test_the_index_links_carry_the_token
+    [["token=#{TOKEN}", {}], ["", { "HTTP_AUTHORIZATION" => "Bearer #{TOKEN}" }]].each do |query, headers|
+      page = get("/", query, **headers).last.join
+      links = page.scan(/href="([^"]+)"/).flatten
+      assert_equal 4, links.size
+      links.each { |link| assert_includes CGI.unescapeHTML(link), "token=#{TOKEN}", link }
+    end
+  end
+
+  def test_a_wrong_token_is_told_apart_from_a_missing_one
+    assert_equal "wrong token\n", get("/", "token=not-the-token").last.join
+    assert_equal "wrong token\n", get("/", "", "HTTP_AUTHORIZATION" => "Bearer not-the-token").last.join
+    assert_match(/\Aa token is needed/, get("/", "").last.join)
+    assert_equal 200, get("/", "", "HTTP_AUTHORIZATION" => "bearer #{TOKEN}").first, "the scheme is case-insensitive"
+    assert_equal 200, get("/", "seconds=1&token=#{TOKEN}&sample=wall").first, "the token anywhere in the query"
+  end
+
+  # The README's Rails line reads ENV["SONDE_PPROF_TOKEN"]: a boot without
+  # it (console, rake, assets) works, and the endpoint says why it serves
+  # nothing.
+  def test_without_a_token_the_refusal_says_how_to_configure_one
+    status, _headers, body = get("/profile", "seconds=1", app: Sonde::PprofApp.new(token: ENV["SONDE_UNSET_TOKEN"]))
+    assert_equal 403, status
+    assert_match(/no token configured.*token:.*SONDE_PPROF_TOKEN.*allow_loopback: true/, body.join)
+  end
+
+  # The token is checked before the query is parsed, and a huge query is
+  # refused unread (10 KB without a token cost 31-44 ms to parse).
+  def test_a_long_query_is_refused_before_it_is_parsed
+    status, _headers, body = get("/", "a=#{"%41" * 5000}&token=#{TOKEN}")
+    assert_equal 414, status
+    assert_equal "the query is over 4096 bytes\n", body.join
+    require "minitest/mock"
+    @app.stub(:query_params, ->(_query) { flunk "the query was parsed before the token was checked" }) do
+      assert_equal 401, get("/", "#{"a=%41&" * 500}x=1").first
+      assert_equal 401, get("/", "a=1&token=wrong-token").first
+    end
+  end
+
+  # Go's handler stops when its request goes away: a client that gives up
+  # must not hold the capture (and so every other capture) for its seconds.
+  def test_a_capture_ends_soon_after_its_client_goes_away
+    server = TCPServer.new("127.0.0.1", 0)
+    client = TCPSocket.new("127.0.0.1", server.addr[1])
+    socket = server.accept
+    closer = Thread.new { sleep 0.5; client.close }
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    get("/profile", "seconds=5&token=#{TOKEN}", "puma.socket" => socket)
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    closer.join
+    assert_operator elapsed, :<, 0.5 + 1.0, "the capture ended within a second of the client leaving"
+    assert_equal 200, get("/profile", "seconds=1&token=#{TOKEN}").first, "the next capture is not refused"
+  ensure
+    [socket, server].each { |io| io&.close }
+  end
+
+  # The request that asked for the capture sleeps through it; it is not in
+  # the profile it answers (nor in a continuous run's periods meanwhile).
+  def test_the_capture_request_is_not_in_its_own_profile
+    burner = burn_in_background(1.3)
+    capturer = Thread.new do
+      Thread.current.name = "capturer"
+      Sonde.with_labels(endpoint: "GET /debug") { get("/profile", "seconds=1&sample=wall&token=#{TOKEN}") }
+    end
+    status, _headers, body = capturer.value
+    burner.join
+    assert_equal 200, status
+    profile = Sonde::Pprof.decode(body.join)
+    names = profile.samples.map { |sample| sample.labels["thread name"] }.uniq
+    capturer_samples = profile.samples.select { |sample| sample.labels["thread name"] == "capturer" }
+    assert_empty capturer_samples.map { |sample| [sample.labels, sample.values, profile.frames(sample).first(3)] }
+    assert_empty profile.samples.select { |sample| sample.labels["endpoint"] == "GET /debug" }
+    assert_operator total(profile, "wall-time"), :>, 0.5e9, "the other threads are in it"
   end
 end

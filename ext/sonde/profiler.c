@@ -51,6 +51,7 @@ static const event_source *const SOURCES[] = {&gc_event_source, &cpu_timer_sourc
 typedef struct {
   sonde_run run;
   own_threads own;
+  own_threads muted;
   size_t sources_started;
   bool handler_installed;
   bool vm_run_begun;
@@ -77,6 +78,7 @@ static void mark_profiler(void *data) {
   if (run->captures != NULL) capture_buffer_each_published_frame(run->captures, mark_frame, NULL);
   thread_contexts_mark(run->contexts);
   own_threads_mark(run->own);
+  own_threads_mark(run->muted);
   sampling_pass_mark(run->pass);
   for (size_t i = 0; i < SOURCE_COUNT; i++) SOURCES[i]->mark(run);
 }
@@ -140,6 +142,8 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
   run->start_epoch_ns = clocks_epoch_ns();
   own_threads_init(&state->own);
   run->own = &state->own;
+  own_threads_init(&state->muted);
+  run->muted = &state->muted;
   run->slots = recorder_slots_new(run->start_monotonic_ns, run->start_epoch_ns);
   run->contexts = thread_contexts_new();
   run->pass = sampling_pass_new(settings->max_frames);
@@ -240,7 +244,9 @@ static bool boolean_setting(VALUE settings, const char *key) {
 
 // Native.start(settings) -> true. settings: the frozen Hash of
 // Options#native_settings: {rate:, max_frames:, signals:, overhead_target:,
-// gc:, alloc_interval: (0: allocations not sampled), heap:, alloc_duty:}.
+// gc:, alloc_interval: (0: allocations not sampled), heap:, alloc_duty:},
+// and optionally muted_thread: a Thread muted from the start (a live
+// capture's request thread, which waits for the GVL inside this call).
 static VALUE native_start(VALUE self, VALUE settings_hash) {
   Check_Type(settings_hash, T_HASH);
   if (!RB_OBJ_FROZEN(settings_hash)) rb_raise(rb_eArgError, "sonde: Native.start takes a frozen settings Hash");
@@ -258,6 +264,10 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
   if (alloc_interval < 0 || alloc_interval > UINT32_MAX) rb_raise(rb_eArgError, "alloc_interval out of range");
   if (heap && alloc_interval == 0) rb_raise(rb_eArgError, "heap needs alloc_interval > 0");
   if (!(alloc_duty > 0 && alloc_duty <= 1)) rb_raise(rb_eArgError, "alloc_duty out of range");
+  VALUE muted_thread = rb_hash_lookup2(settings_hash, ID2SYM(rb_intern("muted_thread")), Qnil);
+  if (!NIL_P(muted_thread) && !rb_obj_is_kind_of(muted_thread, rb_cThread)) {
+    rb_raise(rb_eTypeError, "sonde: Native.start setting :muted_thread must be a Thread or nil");
+  }
   if (current_state() != NULL) rb_raise(error_class("StateError"), "Sonde is already running");
   run_settings settings = {
       .interval_ns = NANOS_PER_SECOND / rate_hz,
@@ -275,6 +285,7 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
   if (state == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory while starting");
   RTYPEDDATA_DATA(holder) = state;
   profiler_holder = holder;
+  if (!NIL_P(muted_thread)) own_threads_add(&state->muted, muted_thread);
   run_set_active(&state->run);
 
   start_run start = {.state = state, .status = SONDE_OK};
@@ -425,6 +436,21 @@ static VALUE native_ignore_thread(VALUE self, VALUE thread) {
   return own_threads_add(&state->own, thread) ? Qtrue : Qfalse;
 }
 
+// Native.mute_thread(thread, muted): while muted, the thread's wall samples
+// are not recorded (its baselines still move on, so nothing is charged
+// later). For the request thread of a live capture, which would otherwise
+// be in the profile it answers, asleep under its own endpoint.
+static VALUE native_mute_thread(VALUE self, VALUE thread, VALUE muted) {
+  profiler_state *state = current_state();
+  if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
+  if (!rb_obj_is_kind_of(thread, rb_cThread)) rb_raise(rb_eTypeError, "expected a Thread");
+  if (!RTEST(muted)) {
+    own_threads_remove(&state->muted, thread);
+    return Qtrue;
+  }
+  return own_threads_add(&state->muted, thread) ? Qtrue : Qfalse;
+}
+
 // Native.own_threads -> Sonde's own Ruby threads of the current run (the
 // idle helper, the flusher, exporter threads): those Thread.list leaves out.
 static VALUE native_own_threads(VALUE self) {
@@ -492,6 +518,7 @@ void profiler_define_methods(VALUE native) {
   rb_define_module_function(native, "flush", native_flush, -1);
   rb_define_module_function(native, "ignore_thread", native_ignore_thread, 1);
   rb_define_module_function(native, "own_threads", native_own_threads, 0);
+  rb_define_module_function(native, "mute_thread", native_mute_thread, 2);
   rb_define_module_function(native, "running?", native_running_p, 0);
   rb_define_module_function(native, "active?", native_active_p, 0);
   rb_define_module_function(native, "stats", native_stats, 0);

@@ -412,9 +412,21 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   return STACK_FOUND;
 }
 
+// A muted thread's time since its previous sample is dropped, not kept
+// for the next one: its baselines move to now.
+static void skip_muted_thread(thread_context *context, int64_t now) {
+  if (context->timer == 0) context->cpu_ns_at_previous_sample = cpu_now(context);
+  context->wall_ns_at_previous_sample = now;
+  context->sampled = true;
+}
+
 static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
                                   bool *someone_on_cpu) {
   sampling_pass *pass = run->pass;
+  if (own_threads_contains(run->muted, info->thread)) {
+    skip_muted_thread(context, now);
+    return;
+  }
   // CPU time goes with the wall sample only for a thread without a CPU
   // timer (no-signals mode, a refused timer): the CPU used since its
   // previous sample, charged to the stack it has now.

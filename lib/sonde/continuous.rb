@@ -2,6 +2,7 @@
 
 require "socket"
 require_relative "version"
+require_relative "capture_wait"
 
 module Sonde
   # Continuous mode: a background Ruby thread ("sonde-flusher") flushes the
@@ -118,15 +119,15 @@ module Sonde
     # ends at the flusher's next tick, so no period is longer than the
     # longer of `every` and the capture. One at a time: StateError for a
     # second. Raises what Sonde.flush raises.
-    def capture(seconds)
+    def capture(seconds, cancelled: nil)
       @period_lock.synchronize do
         raise StateError, CAPTURE_BUSY if @capturing
 
         flush_now
         @capturing = true
       end
-      begin
-        sleep(seconds)
+      CaptureWait.muted do
+        CaptureWait.wait(seconds, cancelled)
         @period_lock.synchronize { flush_now }
       ensure
         @capturing = false

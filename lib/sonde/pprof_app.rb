@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
+require "cgi"
 require "digest"
+require "socket"
 require "zlib"
 require_relative "../sonde"
 require_relative "pprof"
@@ -56,6 +58,16 @@ module Sonde
     }.freeze
     # Go's paths for the allocation and heap profiles.
     PATH_SAMPLES = { "/profile" => "cpu", "/allocs" => "alloc", "/heap" => "heap" }.freeze
+    # Longer queries are refused before anything is read from them.
+    MAX_QUERY_BYTES = 4096
+    TOKEN_PARAMETER = /(?:\A|&)token=([^&]*)/.freeze
+    BEARER = /\ABearer +(\S+)\s*\z/i.freeze
+    NO_TOKEN = "this profiler endpoint has no token configured, so it serves nothing: give " \
+               "Sonde::PprofApp.new a token: (at least 8 bytes, e.g. ENV[\"SONDE_PPROF_TOKEN\"] set), or " \
+               "allow_loopback: true to serve loopback requests without one"
+    # The sockets servers put in the env: a capture ends when its client
+    # closes the connection (Puma's, Unicorn's).
+    CLIENT_SOCKETS = %w[puma.socket unicorn.socket].freeze
     # pprof's Profile.default_sample_type (an index into the string table).
     DEFAULT_SAMPLE_TYPE_FIELD = 14
     STRING_TABLE_FIELD = 6
@@ -84,14 +96,20 @@ module Sonde
     def call(env)
       return text(405, "only GET is served") unless env["REQUEST_METHOD"] == "GET"
 
-      params = query_params(env["QUERY_STRING"].to_s)
-      denied = authorization_error(env, params)
+      query = env["QUERY_STRING"].to_s
+      return text(414, "the query is over #{MAX_QUERY_BYTES} bytes") if query.bytesize > MAX_QUERY_BYTES
+
+      # The token first, from the raw query: a request without it costs a
+      # scan, never a parse.
+      token = given_token(env, query)
+      denied = authorization_error(env, token)
       return denied if denied
 
+      params = query_params(query)
       case env["PATH_INFO"].to_s.chomp("/")
-      when "" then index(env)
-      when "/profile", "/allocs", "/heap" then profile(params, PATH_SAMPLES.fetch(env["PATH_INFO"].to_s.chomp("/")))
-      when "/flamegraph" then flamegraph(params)
+      when "" then index(env, token)
+      when "/profile", "/allocs", "/heap" then profile(params, PATH_SAMPLES.fetch(env["PATH_INFO"].to_s.chomp("/")), env)
+      when "/flamegraph" then flamegraph(params, env)
       else text(404, "not found: the paths are /, /profile, /allocs, /heap and /flamegraph")
       end
     rescue StandardError => e
@@ -100,17 +118,25 @@ module Sonde
 
     private
 
-    def authorization_error(env, params)
-      if @token_digest
-        given = params["token"] || env["HTTP_AUTHORIZATION"].to_s[/\ABearer (.+)\z/, 1]
-        return nil if given && secure_equal?(Digest::SHA256.digest(given), @token_digest)
+    # ?token= (the first), else Authorization's Bearer credentials (the
+    # scheme is case-insensitive, as HTTP's are); nil when neither.
+    def given_token(env, query)
+      raw = query[TOKEN_PARAMETER, 1]
+      return unescape(raw) if raw
 
-        return [401, { "content-type" => "text/plain", "www-authenticate" => "Bearer" },
-                ["a token is needed: ?token=... or Authorization: Bearer ...\n"]]
+      env["HTTP_AUTHORIZATION"].to_s[BEARER, 1]
+    end
+
+    def authorization_error(env, token)
+      if @token_digest
+        return nil if token && secure_equal?(Digest::SHA256.digest(token), @token_digest)
+
+        message = token ? "wrong token" : "a token is needed: ?token=... or Authorization: Bearer ..."
+        return [401, { "content-type" => "text/plain", "www-authenticate" => "Bearer" }, ["#{message}\n"]]
       end
       return nil if @allow_loopback && LOOPBACK.match?(env["REMOTE_ADDR"].to_s)
 
-      text(403, "this profiler endpoint has no token configured and serves loopback only, when allowed")
+      text(403, NO_TOKEN)
     end
 
     # Both sides are SHA-256 digests: equal lengths, compared byte by byte
@@ -121,17 +147,20 @@ module Sonde
       difference.zero?
     end
 
-    def index(env)
-      base = "#{env["SCRIPT_NAME"]}/"
+    # Its links carry the token it was opened with (a click sends no
+    # Authorization header).
+    def index(env, token)
+      base = CGI.escapeHTML("#{env["SCRIPT_NAME"]}/")
+      auth = token ? CGI.escapeHTML("&token=#{CGI.escape(token)}") : ""
       body = <<~HTML
         <!doctype html><html><head><meta charset="utf-8"><title>Sonde /debug/pprof</title></head><body>
         <h1>Sonde profiles of process #{Process.pid}</h1>
         <ul>
-        <li><a href="#{base}profile?seconds=30">profile</a>: a CPU profile (pprof) of the next 30 seconds;
+        <li><a href="#{base}profile?seconds=30#{auth}">profile</a>: a CPU profile (pprof) of the next 30 seconds;
         <code>seconds=</code> up to #{@max_seconds}, <code>sample=wall</code> for wall time</li>
-        <li><a href="#{base}allocs?seconds=30">allocs</a>: the allocations of the next 30 seconds (pprof)</li>
-        <li><a href="#{base}heap?seconds=30">heap</a>: the live heap at the end of the next 30 seconds (pprof)</li>
-        <li><a href="#{base}flamegraph?seconds=10">flamegraph</a>: the flame graph page of the next 10 seconds</li>
+        <li><a href="#{base}allocs?seconds=30#{auth}">allocs</a>: the allocations of the next 30 seconds (pprof)</li>
+        <li><a href="#{base}heap?seconds=30#{auth}">heap</a>: the live heap at the end of the next 30 seconds (pprof)</li>
+        <li><a href="#{base}flamegraph?seconds=10#{auth}">flamegraph</a>: the flame graph page of the next 10 seconds</li>
         </ul>
         <p><code>go tool pprof "http://HOST#{base}profile?seconds=30&amp;token=..."</code></p>
         </body></html>
@@ -139,14 +168,14 @@ module Sonde
       [200, { "content-type" => "text/html; charset=utf-8" }, [body]]
     end
 
-    def profile(params, path_sample)
+    def profile(params, path_sample, env)
       seconds = seconds_param(params)
       return seconds if seconds.is_a?(Array)
 
       sample = SAMPLES[params.fetch("sample", path_sample)]
       return text(400, "sample: must be #{SAMPLES.keys.join(", ")}") unless sample
 
-      captured = capture(seconds, **sample[:needs])
+      captured = capture(seconds, env, **sample[:needs])
       return captured if captured.is_a?(Array)
 
       bytes = captured.pprof
@@ -158,14 +187,14 @@ module Sonde
 
     # sample=alloc or heap: the capture samples those too, and the page
     # offers their views beside time's.
-    def flamegraph(params)
+    def flamegraph(params, env)
       seconds = seconds_param(params)
       return seconds if seconds.is_a?(Array)
 
       sample = SAMPLES[params.fetch("sample", "cpu")]
       return text(400, "sample: must be #{SAMPLES.keys.join(", ")}") unless sample
 
-      captured = capture(seconds, **sample[:needs])
+      captured = capture(seconds, env, **sample[:needs])
       return captured if captured.is_a?(Array)
 
       require_relative "flamegraph"
@@ -182,13 +211,13 @@ module Sonde
     end
 
     # The Sonde::Profile of the next seconds, or a response saying why not.
-    def capture(seconds, **needs)
+    def capture(seconds, env, **needs)
       unless @capture_lock.try_lock
         return text(409, Continuous::CAPTURE_BUSY)
       end
 
       begin
-        Sonde.session.capture(seconds, rate: @rate, **needs)
+        Sonde.session.capture(seconds, rate: @rate, cancelled: client_gone_check(env), **needs)
       rescue StateError => e
         text(409, e.message)
       rescue Sonde::ArgumentError => e
@@ -197,6 +226,22 @@ module Sonde
         text(409, "this capture cannot start Sonde: #{e.message}")
       ensure
         @capture_lock.unlock
+      end
+    end
+
+    # A callable that says whether the request's client closed its
+    # connection (a peek finds the end of the stream, or the socket
+    # failed), or nil where the server gives no socket.
+    def client_gone_check(env)
+      socket = CLIENT_SOCKETS.lazy.map { |key| env[key] }.find { |io| io }
+      socket = socket.to_io if socket.respond_to?(:to_io)
+      return nil unless socket.is_a?(BasicSocket)
+
+      lambda do
+        peeked = socket.recv_nonblock(1, Socket::MSG_PEEK, exception: false)
+        peeked.nil? || peeked == ""
+      rescue IOError, SystemCallError
+        true
       end
     end
 

@@ -5,6 +5,7 @@ require_relative "native"
 require_relative "options"
 require_relative "profile"
 require_relative "continuous"
+require_relative "capture_wait"
 require_relative "labels"
 
 module Sonde
@@ -50,6 +51,12 @@ module Sonde
     attr_reader :continuous
 
     def start(**keywords)
+      start_muting(nil, **keywords)
+    end
+
+    # start, with thread's wall samples left out from the first pass on
+    # (a live capture's request thread: Sonde::CaptureWait).
+    def start_muting(thread, **keywords)
       options = Options.new(**keywords)
       exporters = options.continuous ? build_exporters(options) : nil
       Native.load!
@@ -57,7 +64,7 @@ module Sonde
       @lock.synchronize do
         raise StateError, already_started_message if Native.active?
 
-        start_locked(options, exporters)
+        start_locked(options, exporters, thread)
       end
       true
     end
@@ -123,20 +130,22 @@ module Sonde
     # the exporters get every part as usual); StateError if
     # the run does not sample what alloc:/heap: ask for. A run the
     # application started without continuous mode is its own: StateError.
-    def capture(seconds, rate:, alloc: false, heap: false)
+    # The calling thread's wait is left out of the profile, and ends early
+    # when cancelled (a callable) says true (Sonde::CaptureWait).
+    def capture(seconds, rate:, alloc: false, heap: false, cancelled: nil)
       continuous = @continuous
       if continuous && active?
         check_capture_needs(alloc: alloc, heap: heap)
-        return continuous.capture(seconds)
+        return continuous.capture(seconds, cancelled: cancelled)
       end
       if active?
         raise StateError, "Sonde is running, started by the application without continuous mode: its profile is its own"
       end
 
-      start(rate: rate, **{ alloc: alloc, heap: heap }.select { |_, wanted| wanted })
+      start_muting(Thread.current, rate: rate, **{ alloc: alloc, heap: heap }.select { |_, wanted| wanted })
       profile = nil
-      begin
-        sleep(seconds)
+      CaptureWait.muted do
+        CaptureWait.wait(seconds, cancelled)
       ensure
         profile = stop
       end
@@ -213,12 +222,14 @@ module Sonde
     # one of them may fork, and the child restarts sampling from @options and
     # @continuous (restart_in_forked_child). So both are set before it, and
     # put back if it fails.
-    def start_locked(options, exporters)
+    def start_locked(options, exporters, muted_thread = nil)
       previous_options = @options
       @options = options
       @continuous = exporters && Continuous.new(options, exporters, self)
+      settings = options.native_settings
+      settings = settings.merge(muted_thread: muted_thread).freeze if muted_thread
       begin
-        Native.start(options.native_settings)
+        Native.start(settings)
       rescue Exception # rubocop:disable Lint/RescueException -- undo, whatever stopped the start, then re-raise
         @options = previous_options
         @continuous = nil
