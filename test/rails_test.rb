@@ -52,6 +52,11 @@ class RailsTest < Minitest::Test
       # One endpoint per request, from the middleware on (the router's
       # pick), and jobs are endpoints too (Datadog's endpoint view).
       assert_equal ["ImportJob", "MailJob", "OrdersController#create", "UsersController#show"], endpoints.sort
+      # Sonde's own frames on an action's stack: the middleware's call and
+      # the controller's process_action, no blocks around them (there were 8).
+      in_burn = profile.samples.select { |s| s.labels["endpoint"]&.include?("#") && in_function?(profile, s, "Object#burn") }
+      own = in_burn.map { |s| profile.frames(s).map { |f, _| f.name if f.filename.start_with?(LIB) }.compact }.uniq
+      assert_equal [["Sonde::Rails::ControllerLabels#process_action", "Sonde::Middleware#call"]], own
       # The tracer's middleware ran after Sonde's: the controllers' samples
       # carry its request spans all the same (80 requests, ids 0x5001..).
       in_actions = profile.samples.select { |s| s.labels["endpoint"]&.include?("#") && in_function?(profile, s, "Object#burn") }

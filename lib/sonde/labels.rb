@@ -83,6 +83,18 @@ module Sonde
       # with, for labels that went through #check (a frozen Hash of frozen
       # Strings): the middleware checks each endpoint's once.
       def with_checked(labels)
+        previous = enter_checked(labels)
+        begin
+          yield
+        ensure
+          leave(previous)
+        end
+      end
+
+      # with_checked for integrations that cannot wrap a block (a block
+      # costs every request's stack two frames): sets the labels, returns
+      # what #leave puts back.
+      def enter_checked(labels)
         previous = Thread.current[FIBER_KEY]
         base = previous ? @hashes[previous] : EMPTY
         merged = base.empty? ? labels : base.merge(labels).freeze
@@ -92,11 +104,11 @@ module Sonde
         end
 
         switch_to(intern(merged))
-        begin
-          yield
-        ensure
-          switch_to(previous)
-        end
+        previous
+      end
+
+      def leave(previous)
+        switch_to(previous)
       end
 
       # The labels of the current fiber (a frozen Hash of String => String).

@@ -49,10 +49,23 @@ module Sonde
       @custom = {}
     end
 
+    # One frame on the request's stack: no blocks.
     def call(env)
-      return labelled_call(env) unless @trace_context
+      trace = @trace_context ? TraceContext.enter_current_span : TraceContext::UNCHANGED
+      begin
+        labels = request_labels(env)
+        # A label we could not set: the request runs unlabelled.
+        return @app.call(env) unless labels
 
-      TraceContext.with_current_span { labelled_call(env) }
+        previous = Labels.enter_checked(labels)
+        begin
+          @app.call(env)
+        ensure
+          Labels.leave(previous)
+        end
+      ensure
+        TraceContext.leave(trace)
+      end
     end
 
     # "GET /users", or the endpoint: callable's answer.
@@ -64,13 +77,6 @@ module Sonde
     end
 
     private
-
-    def labelled_call(env)
-      labels = request_labels(env)
-      return @app.call(env) unless labels # a label we could not set: the request runs unlabelled
-
-      Labels.with_checked(labels) { @app.call(env) }
-    end
 
     # The path's first segment; anything but printable ASCII becomes "?".
     FIRST_SEGMENT = %r{\A/*([^/]+)}.freeze

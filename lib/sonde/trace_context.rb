@@ -33,6 +33,9 @@ module Sonde
     MAX_TRACE_ID = (1 << 128) - 1
     HEX = /\A\h+\z/.freeze
 
+    # What enter_current_span gives when it changed nothing.
+    UNCHANGED = Object.new.freeze
+
     class << self
       # Runs the block in this span (the previous context comes back when it
       # ends, however it ends). Ids are Integers or hex Strings: span ids of
@@ -51,6 +54,22 @@ module Sonde
       def with_current_span(&block)
         packed = from_tracers
         packed ? with_packed(packed, &block) : yield
+      end
+
+      # with_current_span for integrations that cannot wrap a block (a
+      # block costs every request's stack two frames): enters the span,
+      # returns what #leave puts back (UNCHANGED when there was none).
+      def enter_current_span
+        packed = from_tracers
+        return UNCHANGED unless packed
+
+        previous = Thread.current[FIBER_KEY]
+        switch_to(packed)
+        previous
+      end
+
+      def leave(previous)
+        switch_to(previous) unless UNCHANGED.equal?(previous)
       end
 
       # The current fiber's context: {trace_id:, span_id:, local_root_span_id:}

@@ -25,12 +25,21 @@ module Sonde
       # The trace context is read here too: whichever order the tracer's
       # middleware and Sonde's took, every middleware has run by now, so
       # the tracer's request span (and its controller span) is active.
+      # One frame on the action's stack: no blocks.
       def process_action(*)
-        Sonde::TraceContext.with_current_span do
+        trace = Sonde::TraceContext.enter_current_span
+        begin
           labels = Sonde::Rails::ControllerLabels.labels_for(self.class, action_name.to_s)
-          next super unless labels
+          return super unless labels
 
-          Sonde::Labels.with_checked(labels) { super }
+          previous = Sonde::Labels.enter_checked(labels)
+          begin
+            super
+          ensure
+            Sonde::Labels.leave(previous)
+          end
+        ensure
+          Sonde::TraceContext.leave(trace)
         end
       end
     end
