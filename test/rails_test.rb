@@ -104,6 +104,28 @@ class RailsTest < Minitest::Test
     assert_equal %w[Sonde::Middleware false], @boot_stdout.split, "the middleware is first; the TracePoint is off"
   end
 
+  # The name the middleware gives a request before routing: the router's
+  # pick, kept by the path's shape (ids out), nil where no controller
+  # serves it (then the middleware's "GET /x" stays).
+  def test_the_route_endpoint_names_requests_as_the_router_will
+    err, status = boot_with(<<~RUBY, after_boot: <<~'CHECK')
+      routes.append do
+        resources :users
+        namespace(:admin) { resources :users }
+        mount(->(_env) { [200, {}, ["ok"]] } => "/rack")
+      end
+    RUBY
+      endpoint = Sonde::Rails::RouteEndpoint.new(Rails.application)
+      name = ->(path, verb = "GET") { endpoint.call(Rack::MockRequest.env_for(path, method: verb)).inspect }
+      puts [name["/users/42"], name["/users/7"], name["/users/new"], name["/users/3", "DELETE"],
+            name["/admin/users/9/edit"], name["/users/5f3c9a2b-7e1d-4c6a-8b9e-0f1234567890"], name["/rack/x"],
+            name["/nowhere"]].join(" ")
+    CHECK
+    assert status.success?, err
+    assert_equal '"UsersController#show" "UsersController#show" "UsersController#new" "UsersController#destroy" ' \
+                 '"Admin::UsersController#edit" "UsersController#show" nil nil', @boot_stdout.strip
+  end
+
   def test_require_sonde_reaches_every_integration
     out, err, status = run_ruby("-rsonde", "-e", <<~RUBY)
       puts [Sonde::PprofApp, Sonde::Middleware, Sonde::SidekiqMiddleware, Sonde::Sinatra].map(&:name).join(",")
