@@ -13,6 +13,7 @@
 // marked (vm_mark_frame), which marks the entry found here too.
 #include "block_methods.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 // A power of two. 16,384 distinct blocks sampled in one process is far past
@@ -23,15 +24,15 @@
 #define BLOCK_METHODS_MAX_PROBES 64
 
 typedef struct {
-  VALUE block_iseq;   // 0: free; set once by compare-and-swap
-  VALUE method_entry; // 0 until written; rewritten when the block runs under another entry
+  uint64_t block_iseq;   // 0: free; set once by compare-and-swap
+  uint64_t method_entry; // 0 until written; rewritten when the block runs under another entry
 } block_method_slot;
 
 static block_method_slot slots[BLOCK_METHODS_SLOTS];
 static size_t used;
 
 // Object addresses are 8-byte aligned and close together: mix the bits.
-static uint32_t slot_index(VALUE block_iseq) {
+static uint32_t slot_index(uint64_t block_iseq) {
   uint64_t h = (uint64_t)block_iseq >> 3;
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
@@ -39,15 +40,15 @@ static uint32_t slot_index(VALUE block_iseq) {
   return (uint32_t)h & (BLOCK_METHODS_SLOTS - 1);
 }
 
-void block_methods_remember_signal_safe(VALUE block_iseq, VALUE method_entry) {
+void block_methods_remember_signal_safe(uint64_t block_iseq, uint64_t method_entry) {
   if (block_iseq == 0) return;
   uint32_t index = slot_index(block_iseq);
   for (uint32_t probe = 0; probe < BLOCK_METHODS_MAX_PROBES; probe++) {
     block_method_slot *slot = &slots[(index + probe) & (BLOCK_METHODS_SLOTS - 1)];
-    VALUE key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
+    uint64_t key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
     if (key == 0) {
       if (method_entry == 0) return; // nothing to forget
-      VALUE expected = 0;
+      uint64_t expected = 0;
       if (!__atomic_compare_exchange_n(&slot->block_iseq, &expected, block_iseq, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE)) {
         key = expected; // another thread took it first: is it ours?
@@ -65,12 +66,12 @@ void block_methods_remember_signal_safe(VALUE block_iseq, VALUE method_entry) {
   }
 }
 
-VALUE block_methods_find(VALUE block_iseq) {
+uint64_t block_methods_find(uint64_t block_iseq) {
   if (block_iseq == 0) return 0;
   uint32_t index = slot_index(block_iseq);
   for (uint32_t probe = 0; probe < BLOCK_METHODS_MAX_PROBES; probe++) {
     const block_method_slot *slot = &slots[(index + probe) & (BLOCK_METHODS_SLOTS - 1)];
-    VALUE key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
+    uint64_t key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
     if (key == 0) return 0;
     if (key == block_iseq) return __atomic_load_n(&slot->method_entry, __ATOMIC_ACQUIRE);
   }
