@@ -5,9 +5,9 @@ module Sonde
   #
   # A module prepended to Kernel puts it in Kernel's ancestors, and Ruby 3.3
   # then names every Kernel method as a singleton method in profiles
-  # (`Kernel.is_a?` for `Kernel#is_a?`): the method is reached through the
-  # prepended module's origin, which rb_profile_frame_singleton_method_p
-  # misreads as a singleton class. So the wrapper replaces the method in its
+  # (`Kernel.is_a?` for `Kernel#is_a?`): the method is then reached through
+  # the iclass of Kernel's origin, whose origin flag is the bit
+  # rb_profile_frame_singleton_method_p reads as FL_SINGLETON. So the wrapper replaces the method in its
   # own module, keeps its visibility, and calls the original through its
   # UnboundMethod: Kernel's ancestors and method names stay as Ruby has them.
   module WrapInPlace
