@@ -439,6 +439,33 @@ class ReportCommandTest < Minitest::Test
     assert_match(/Wall time: 360 ms/, out)
   end
 
+  # A fleet's files read as one profile: every total is the sum of the files'.
+  def test_several_files_are_merged
+    code, out, err = run_command(@file.path, @file.path, @file.path)
+    assert_equal [0, ""], [code, err]
+    assert_match(/CPU time: 300 ms in 30 samples/, out)
+    assert_match(/Wall time: 1.08 s/, out)
+    assert_match(/^\s*150 ms\s+50.0%\s+180 ms\s+60.0%\s+recurse /, out)
+  end
+
+  def test_files_of_different_sample_types_are_refused
+    other = Tempfile.create(["alloc", ".pprof"])
+    other.binmode
+    other.write(AllocationFixture.bytes)
+    other.close
+    code, out, err = run_command(@file.path, other.path)
+    assert_equal [1, ""], [code, out]
+    assert_one_line_error(err, /\A.*#{Regexp.escape(other.path)}: its sample types \(.*\) differ from #{Regexp.escape(@file.path)}'s \(cpu-time\/nanoseconds, cpu-samples\/count, wall-time\/nanoseconds\); only profiles of the same sample types merge\n\z/)
+  ensure
+    File.unlink(other.path) if other
+  end
+
+  def test_a_missing_second_file_is_named
+    code, _, err = run_command(@file.path, "/nonexistent/b.pprof")
+    assert_equal 1, code
+    assert_one_line_error(err, %r{/nonexistent/b.pprof: no such file})
+  end
+
   def test_options
     code, out, = run_command(@file.path, "--by", "thread", "--sample", "wall", "--top", "1")
     assert_equal 0, code
@@ -452,6 +479,8 @@ class ReportCommandTest < Minitest::Test
     assert_equal 0, code
     assert_equal "", err
     %w[--by --sample --top --help].each { |option| assert_includes out, option }
+    assert_includes out, "Usage: sonde report FILE... ["
+    assert_match(/Several FILEs .* are\s+merged first/, out)
     assert_match(/alloc\s+\(objects allocated\) or heap/, out)
     assert_match(/class \(the class\s+of the allocated objects\)/, out)
   end
@@ -465,7 +494,6 @@ class ReportCommandTest < Minitest::Test
       ["f", "--top", "zero"] => /--top: "zero" is not accepted \(expected a positive integer\)/,
       ["f", "--top", "0"] => /--top: "0"/,
       ["f", "--top"] => /--top needs a value/,
-      %w[a b] => /unexpected argument "b"/,
       ["--version"] => /unknown option --version/
     }.each do |argv, pattern|
       code, out, err = run_command(*argv)

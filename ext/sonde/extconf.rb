@@ -68,7 +68,7 @@ vm_sources =
     header = File.join(RbConfig::CONFIG["rubyarchhdrdir"], "rb_mjit_min_header-#{RUBY_VERSION}.h")
     abort "sonde: #{header} is missing; install Ruby's development headers (ruby-dev)" unless File.exist?(header)
     $defs << %(-DSONDE_MJIT_HEADER='"#{header}"')
-    %w[vm_ruby31.c]
+    %w[vm_ruby31.c block_methods.c]
   end
 
 # Whether an object is alive (the live heap's check, vm_object_live): 3.4

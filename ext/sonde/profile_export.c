@@ -36,6 +36,12 @@ typedef struct {
   VALUE label_sets; // nil or the Ruby side's table: label set id -> frozen [key, value, key, value, ...]
   pprof_builder *builder;
   st_table *function_ids;  // frame_id -> pprof function id
+  // One pprof function per distinct (name, file, first line), one location
+  // per distinct (function, line): several frame ids can describe the same
+  // function (Ruby 3.3+ hands out a method entry per class that reaches a
+  // module's method: Enumerable#inject from Array and from Hash).
+  st_table *functions_by_fields; // function_fields * -> pprof function id
+  st_table *locations_by_fields; // function id << 32 | line -> pprof location id
   uint64_t *location_ids;  // recorder location index -> pprof location id
   uint64_t *stack;         // one sample's pprof location ids
   int64_t label_thread_id, label_thread_name, label_state, label_gc_type, label_gc_reason;
@@ -73,6 +79,41 @@ static int64_t intern_ruby_string(pprof_builder *builder, VALUE string) {
   return index;
 }
 
+typedef struct {
+  int64_t name, filename, start_line; // string indexes (unique per string) and a line
+} function_fields;
+
+static int function_fields_compare(st_data_t a, st_data_t b) {
+  const function_fields *x = (const function_fields *)a, *y = (const function_fields *)b;
+  return !(x->name == y->name && x->filename == y->filename && x->start_line == y->start_line);
+}
+
+static st_index_t function_fields_hash(st_data_t key) {
+  const function_fields *fields = (const function_fields *)key;
+  st_index_t h = st_hash_start((st_index_t)fields->name);
+  h = st_hash_uint(h, (st_index_t)fields->filename);
+  h = st_hash_uint(h, (st_index_t)fields->start_line);
+  return st_hash_end(h);
+}
+
+static const struct st_hash_type function_fields_type = {function_fields_compare, function_fields_hash};
+
+static int free_function_fields(st_data_t key, st_data_t value, st_data_t unused) {
+  free((void *)key);
+  return ST_CONTINUE;
+}
+
+static uint64_t function_with_fields(export_run *run, function_fields fields) {
+  st_data_t found;
+  if (st_lookup(run->functions_by_fields, (st_data_t)&fields, &found)) return (uint64_t)found;
+  uint64_t id = pprof_add_function(run->builder, fields.name, fields.filename, fields.start_line);
+  check(id != 0);
+  function_fields *key = checked_calloc(1, sizeof(*key));
+  *key = fields;
+  st_insert(run->functions_by_fields, (st_data_t)key, (st_data_t)id);
+  return id;
+}
+
 static uint64_t function_for(export_run *run, uint64_t frame_id) {
   st_data_t found;
   if (st_lookup(run->function_ids, (st_data_t)frame_id, &found)) return (uint64_t)found;
@@ -81,9 +122,22 @@ static uint64_t function_for(export_run *run, uint64_t frame_id) {
   stacks_describe(frame_id, &name, &path, &first_line);
   int64_t name_index = intern_ruby_string(run->builder, name);
   if (name_index == 0) name_index = pprof_cstring(run->builder, "(unknown)");
-  uint64_t id = pprof_add_function(run->builder, name_index, intern_ruby_string(run->builder, path), first_line);
-  check(id != 0);
+  function_fields fields = {.name = name_index, .filename = intern_ruby_string(run->builder, path),
+                            .start_line = first_line};
+  uint64_t id = function_with_fields(run, fields);
   st_insert(run->function_ids, (st_data_t)frame_id, (st_data_t)id);
+  return id;
+}
+
+// Function ids count the functions written (far below 2^32), and Ruby's
+// lines are ints: both fit one key. A negative line (never seen) is kept
+// apart rather than folded onto another.
+static uint64_t location_for(export_run *run, uint64_t function_id, int32_t line) {
+  st_data_t key = (st_data_t)(function_id << 32 | (uint32_t)line), found;
+  if (st_lookup(run->locations_by_fields, key, &found)) return (uint64_t)found;
+  uint64_t id = pprof_add_location(run->builder, function_id, line);
+  check(id != 0);
+  st_insert(run->locations_by_fields, key, (st_data_t)id);
   return id;
 }
 
@@ -145,8 +199,7 @@ static void add_locations(export_run *run) {
   run->location_ids = checked_calloc(count, sizeof(uint64_t));
   for (size_t i = 0; i < count; i++) {
     recorder_frame frame = recorder_location(run->rec, i);
-    run->location_ids[i] = pprof_add_location(run->builder, function_for(run, frame.frame_id), frame.line);
-    check(run->location_ids[i] != 0);
+    run->location_ids[i] = location_for(run, function_for(run, frame.frame_id), frame.line);
   }
 }
 
@@ -279,6 +332,8 @@ static VALUE build(VALUE arg) {
   run->builder = pprof_builder_new();
   check(run->builder != NULL);
   run->function_ids = st_init_numtable();
+  run->functions_by_fields = st_init_table(&function_fields_type);
+  run->locations_by_fields = st_init_numtable();
   run->class_names = st_init_numtable();
   add_header(run);
   add_locations(run);
@@ -298,6 +353,11 @@ static VALUE release(VALUE arg) {
   export_run *run = (export_run *)arg;
   if (run->builder) pprof_builder_free(run->builder);
   if (run->function_ids) st_free_table(run->function_ids);
+  if (run->functions_by_fields) {
+    st_foreach(run->functions_by_fields, free_function_fields, 0);
+    st_free_table(run->functions_by_fields);
+  }
+  if (run->locations_by_fields) st_free_table(run->locations_by_fields);
   if (run->class_names) st_free_table(run->class_names);
   free(run->location_ids);
   free(run->stack);

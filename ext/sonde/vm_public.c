@@ -1,5 +1,6 @@
-// vm_public.c: VM access for Ruby 3.3 and later, through public APIs only:
-// rb_profile_thread_frames for any thread's frames, the GVL instrumentation
+// vm_public.c: VM access for Ruby 3.3 and later, through public APIs only
+// (save one word of a method entry on 3.3, to name frames right: see
+// singleton_by_mistake): rb_profile_thread_frames for any thread's frames, the GVL instrumentation
 // hooks (rb_internal_thread_add_event_hook) for who holds the GVL and what
 // each thread is doing, thread-specific storage to keep what the hooks learn,
 // and Thread.list for the threads of the main Ractor.
@@ -31,6 +32,7 @@
 #include <ruby/debug.h>
 #include <ruby/st.h>
 #include <ruby/thread.h>
+#include <ruby/version.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -562,11 +564,44 @@ const void *vm_current_thread_handle(void) { return (const void *)rb_thread_curr
 // threads are then named by their thread id (thread_contexts.c's fallback).
 bool vm_thread_start_location(const void *handle, char *out, size_t size) { return false; }
 
+#if RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR == 3
+// Ruby 3.3's rb_profile_frame_singleton_method_p tests FL_SINGLETON on the
+// method entry's defined class without checking that it is a class. A
+// method of a module that has a module prepended (Kernel, once anything
+// prepends to it) is reached through an iclass that carries
+// RICLASS_IS_ORIGIN in that same bit, so 3.3 names Kernel#is_a? as
+// "Kernel.is_a?". 3.4 checks the type (RCLASS_SINGLETON_P). The one word
+// read beyond the public API: a method entry's defined class, its second
+// field since Ruby 2.3 (rb_callable_method_entry_t in method.h).
+typedef struct {
+  VALUE flags;
+  VALUE defined_class;
+} method_entry_head;
+
+static bool singleton_by_mistake(VALUE frame) {
+  if (!RB_TYPE_P(frame, T_IMEMO)) return false;
+  VALUE defined_class = ((const method_entry_head *)frame)->defined_class;
+  return !RB_SPECIAL_CONST_P(defined_class) && RB_TYPE_P(defined_class, T_ICLASS);
+}
+
+static VALUE full_label(VALUE frame) {
+  if (RTEST(rb_profile_frame_singleton_method_p(frame)) && singleton_by_mistake(frame)) {
+    VALUE class_path = rb_profile_frame_classpath(frame), method_name = rb_profile_frame_method_name(frame);
+    if (!NIL_P(class_path) && !NIL_P(method_name)) {
+      return rb_sprintf("%" PRIsVALUE "#%" PRIsVALUE, class_path, method_name);
+    }
+  }
+  return rb_profile_frame_full_label(frame);
+}
+#else
+static VALUE full_label(VALUE frame) { return rb_profile_frame_full_label(frame); }
+#endif
+
 // On 3.3 the public frame API names C methods too ("Integer#times"): their
 // path is nil and their first line unknown.
 void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   VALUE frame = (VALUE)frame_id;
-  *name = rb_profile_frame_full_label(frame);
+  *name = full_label(frame);
   *path = rb_profile_frame_path(frame);
   VALUE line = rb_profile_frame_first_lineno(frame);
   *first_line = FIXNUM_P(line) ? FIX2LONG(line) : 0;

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "block_methods.h"
 #include "vm.h"
 
 // The main Ractor, remembered at init: reading GET_RACTOR() from a thread
@@ -174,9 +175,8 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
 
 // The line a Ruby frame is executing, as Ruby's backtraces compute it: pc
 // points past the current instruction, hence the step back. pc was checked
-// to lie inside the iseq's instructions.
+// to lie inside the iseq's instructions, and is not NULL.
 static int32_t frame_line(const rb_iseq_t *iseq, const VALUE *pc) {
-  if (pc == NULL) return (int32_t)FIX2LONG(iseq->body->location.first_lineno); // FIX2INT may raise
   ptrdiff_t position = pc - iseq->body->iseq_encoded;
   if (position > 0) position--;
   return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
@@ -193,18 +193,27 @@ static int32_t walk_frames(const rb_execution_context_t *ec, uint64_t *frame_ids
   for (const rb_control_frame_t *frame = range.top; frame < range.end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
     if (VM_FRAME_RUBYFRAME_P(frame)) {
       const rb_iseq_t *iseq = frame->iseq;
-      if (iseq == NULL) continue;
+      // A dummy frame runs no code: the main thread's bottom frame is one
+      // (TOPLEVEL_BINDING's, an empty "<main>" under the script's), which
+      // Ruby's backtraces skip too.
+      if (iseq == NULL || frame->pc == NULL || VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_DUMMY) continue;
       if (!is_object_of_imemo_type((VALUE)iseq, imemo_iseq) || !pc_is_inside(iseq, frame->pc)) {
         return VM_CAPTURE_INCONSISTENT;
       }
       if (kept < max_frames) {
         // A method's own frame is named by its method entry, which knows the
         // class ("Object#burn"). A block's frame reports the same method
-        // entry, so it is named by its iseq instead ("block in burn"), as
-        // Ruby's own backtraces name it.
+        // entry, so it is recorded by its iseq instead (its own name and
+        // lines), and the entry is remembered for naming it as Ruby 3.4
+        // does ("block in Object#burn").
         const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
-        bool is_method_body = method && is_object_of_imemo_type((VALUE)method, imemo_ment) &&
-                              method->def->type == VM_METHOD_TYPE_ISEQ && method->def->body.iseq.iseqptr == iseq;
+        bool is_method = method && is_object_of_imemo_type((VALUE)method, imemo_ment) &&
+                         method->def->type == VM_METHOD_TYPE_ISEQ;
+        bool is_method_body = is_method && method->def->body.iseq.iseqptr == iseq;
+        if (!is_method_body) {
+          bool in_method = is_method && method->def->body.iseq.iseqptr == iseq->body->local_iseq;
+          block_methods_remember_signal_safe((VALUE)iseq, in_method ? (VALUE)method : 0);
+        }
         frame_ids[kept] = is_method_body ? (VALUE)method : (VALUE)iseq;
         lines[kept] = frame_line(iseq, frame->pc);
         kept++;
@@ -353,31 +362,59 @@ static bool is_c_method(VALUE frame_id) {
   return method->def->type == VM_METHOD_TYPE_CFUNC;
 }
 
-static VALUE c_method_name(VALUE frame_id) {
-  const rb_callable_method_entry_t *method = (const rb_callable_method_entry_t *)frame_id;
+// "Class#method" or "Class.method" for a method entry, as Ruby 3.4 names it.
+static VALUE qualified_method_name(VALUE method_entry) {
+  const rb_callable_method_entry_t *method = (const rb_callable_method_entry_t *)method_entry;
   VALUE method_name = rb_id2str(method->def->original_id);
-  VALUE class_path = rb_profile_frame_classpath(frame_id);
+  VALUE class_path = rb_profile_frame_classpath(method_entry);
   if (NIL_P(method_name)) return Qnil;
   if (NIL_P(class_path)) return rb_str_dup(method_name);
-  const char *separator = RTEST(rb_profile_frame_singleton_method_p(frame_id)) ? "." : "#";
+  const char *separator = RTEST(rb_profile_frame_singleton_method_p(method_entry)) ? "." : "#";
   return rb_sprintf("%" PRIsVALUE "%s%" PRIsVALUE, class_path, separator, method_name);
 }
+
+// A block of a method, as Ruby 3.4 names it: its own label ("block (2
+// levels) in main_loop") with the method's name qualified ("block (2
+// levels) in Optcarrot::PPU#main_loop"). Qnil when the block's method is
+// not known (not remembered, or not a block of a method).
+static VALUE qualified_block_name(const rb_iseq_t *iseq) {
+  VALUE method_entry = block_methods_find((VALUE)iseq);
+  if (method_entry == 0 || iseq->body->type != ISEQ_TYPE_BLOCK) return Qnil;
+  VALUE label = iseq->body->location.label, base_label = iseq->body->location.base_label;
+  if (!RB_TYPE_P(label, T_STRING) || !RB_TYPE_P(base_label, T_STRING)) return Qnil;
+  long prefix = RSTRING_LEN(label) - RSTRING_LEN(base_label);
+  if (prefix <= 0 || memcmp(RSTRING_PTR(label) + prefix, RSTRING_PTR(base_label), RSTRING_LEN(base_label)) != 0) {
+    return Qnil;
+  }
+  VALUE method_name = qualified_method_name(method_entry);
+  if (NIL_P(method_name)) return Qnil;
+  return rb_sprintf("%.*s%" PRIsVALUE, (int)prefix, RSTRING_PTR(label), method_name);
+}
+
+static bool is_iseq(VALUE frame_id) { return RB_TYPE_P(frame_id, T_IMEMO) && imemo_type(frame_id) == imemo_iseq; }
 
 void vm_describe_frame(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   VALUE frame = (VALUE)frame_id;
   if (is_c_method(frame)) {
-    *name = c_method_name(frame);
+    *name = qualified_method_name(frame);
     *path = Qnil;
     *first_line = 0;
     return;
   }
-  *name = rb_profile_frame_full_label(frame);
+  *name = is_iseq(frame) ? qualified_block_name((const rb_iseq_t *)frame) : Qnil;
+  if (NIL_P(*name)) *name = rb_profile_frame_full_label(frame);
   *path = rb_profile_frame_path(frame);
   VALUE line = rb_profile_frame_first_lineno(frame);
   *first_line = FIXNUM_P(line) ? FIX2LONG(line) : 0;
 }
 
-void vm_mark_frame(uint64_t frame_id) { rb_gc_mark((VALUE)frame_id); }
+// A block's frame keeps the method entry it is named by alive too.
+void vm_mark_frame(uint64_t frame_id) {
+  rb_gc_mark((VALUE)frame_id);
+  if (!is_iseq((VALUE)frame_id)) return;
+  VALUE method_entry = block_methods_find((VALUE)frame_id);
+  if (method_entry != 0) rb_gc_mark(method_entry);
+}
 
 // Before Ruby 3.3 a postponed job is registered at each trigger; Ruby made
 // rb_postponed_job_register_one for signal handlers (it only writes to a

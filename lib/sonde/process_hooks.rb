@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "wrap_in_place"
+
 module Sonde
   # Keeps sampling safe across fork and exec.
   #
@@ -21,22 +23,30 @@ module Sonde
       end
     end
 
-    # Prepended to Kernel, Kernel's and Process's singleton classes.
+    # Prepended to Kernel's and Process's singleton classes (Kernel.exec,
+    # Process.exec); Kernel#exec is wrapped in place (WrapInPlace says why).
     module Exec
       def exec(*arguments)
-        resume = Sonde.session.pause_before_exec
-        begin
-          super
-        rescue Exception # rubocop:disable Lint/RescueException -- resume whatever made exec fail, then re-raise
-          Sonde.session.resume_after_failed_exec(resume)
-          raise
-        end
+        ProcessHooks.around_exec { super }
       end
     end
 
-    def self.install
+    module_function
+
+    def around_exec
+      resume = Sonde.session.pause_before_exec
+      begin
+        yield
+      rescue Exception # rubocop:disable Lint/RescueException -- resume whatever made exec fail, then re-raise
+        Sonde.session.resume_after_failed_exec(resume)
+        raise
+      end
+    end
+
+    def install
       Process.singleton_class.prepend(Fork)
-      [Kernel, Kernel.singleton_class, Process.singleton_class].each { |target| target.prepend(Exec) }
+      [Kernel.singleton_class, Process.singleton_class].each { |target| target.prepend(Exec) }
+      WrapInPlace.wrap(Kernel, :exec) { |original| around_exec(&original) }
     end
   end
 end

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "wrap_in_place"
+
 module Sonde
   # Ruby's trap("PROF") while Sonde samples with signals: the trigger thread
   # may have decided to send SIGPROF a moment before the new disposition is
@@ -29,17 +31,8 @@ module Sonde
       Native.give_up_signals
     end
 
-    # For Kernel#trap, a private instance method.
-    module InstanceTrap
-      private
-
-      def trap(signal, *arguments, &block)
-        TrapGuard.before_trap(signal)
-        super
-      end
-    end
-
-    # For Signal.trap and Kernel.trap.
+    # For Signal.trap and Kernel.trap, prepended to their singleton classes.
+    # Kernel#trap is wrapped in place (WrapInPlace says why).
     module SingletonTrap
       def trap(signal, *arguments, &block)
         TrapGuard.before_trap(signal)
@@ -51,7 +44,10 @@ module Sonde
       return if @installed
 
       @installed = true
-      Kernel.prepend(InstanceTrap)
+      WrapInPlace.wrap(Kernel, :trap) do |original, signal|
+        before_trap(signal)
+        original.call
+      end
       Kernel.singleton_class.prepend(SingletonTrap)
       Signal.singleton_class.prepend(SingletonTrap)
     end

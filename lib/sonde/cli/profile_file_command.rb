@@ -4,8 +4,8 @@ require "optparse"
 
 module Sonde
   module CLI
-    # What `sonde report`, `sonde flamegraph` and `sonde convert` share: one
-    # FILE argument, OptionParser errors turned into one usage line, exit
+    # What `sonde report`, `sonde flamegraph` and `sonde convert` share: the
+    # FILE argument (several for report and flamegraph, which merge them), OptionParser errors turned into one usage line, exit
     # codes (2 for usage, 1 for a bad file), and no OptionParser built-in
     # that would exit the process. A command defines PREFIX, USAGE and #parser.
     module ProfileFileCommand
@@ -67,12 +67,20 @@ module Sonde
 
       # The one FILE argument, or nil when --help was asked for.
       def parse_file(argv)
+        files = parse_files(argv)
+        return nil if files.nil?
+        raise UsageError, "unexpected argument #{files[1].inspect}, expected one FILE" if files.size > 1
+
+        files.first
+      end
+
+      # The FILE arguments (at least one), or nil when --help was asked for.
+      def parse_files(argv)
         rest = parser.parse(ProfileFileCommand.safe_arguments(argv))
         return nil if @help
         raise UsageError, "missing FILE" if rest.empty?
-        raise UsageError, "unexpected argument #{rest[1].inspect}, expected one FILE" if rest.size > 1
 
-        rest.first
+        rest
       rescue OptionParser::InvalidOption => e
         raise UsageError, "unknown option #{e.args.first}"
       rescue OptionParser::MissingArgument => e
@@ -88,9 +96,11 @@ module Sonde
         argv.map { |argument| argument.is_a?(String) && !argument.valid_encoding? ? argument.b : argument }
       end
 
-      # A file name as text to show (a page title, a speedscope name).
-      def self.display_name(path)
-        File.basename(path).dup.force_encoding(Encoding::UTF_8).scrub
+      # A file name as text to show (a page title, a speedscope name); for
+      # several files, the first and how many more ("w1.pprof + 3 more").
+      def self.display_name(path, more: 0)
+        name = File.basename(path).dup.force_encoding(Encoding::UTF_8).scrub
+        more.positive? ? "#{name} + #{more} more" : name
       end
 
       # An option's value that is matched against names in the profile

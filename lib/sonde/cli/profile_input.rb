@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "sonde/pprof"
+require "sonde/pprof/merge"
 
 module Sonde
   module CLI
@@ -13,6 +14,14 @@ module Sonde
       class Error < StandardError; end
 
       module_function
+
+      # Reads each file and merges them into one profile (Pprof::Merge: the
+      # same sample types required, equal samples summed).
+      def read_all(files)
+        Pprof::Merge.call(files.map { |file| read(file) }, names: files)
+      rescue Pprof::Merge::IncompatibleError => e
+        raise Error, e.message
+      end
 
       def read(file)
         Pprof.read(file)

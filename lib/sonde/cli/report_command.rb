@@ -10,16 +10,16 @@ require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
-    # `sonde report FILE [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap]
+    # `sonde report FILE... [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap]
     # [--top N] [--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]`:
-    # prints the top functions of a pprof profile, or one function's callers
-    # and callees. Errors are one line on err, never a backtrace; the exit code
+    # prints the top functions of a pprof profile (several files are merged
+    # into one first), or one function's callers and callees. Errors are one line on err, never a backtrace; the exit code
     # says whose fault it was.
     class ReportCommand
       include ProfileFileCommand
 
       PREFIX = "sonde report: "
-      USAGE = "sonde report FILE [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap] [--top N] " \
+      USAGE = "sonde report FILE... [--by thread|state|class|label:NAME] [--sample cpu|wall|alloc|heap] [--top N] " \
               "[--focus REGEX] [--ignore REGEX] [--lines] [--function NAME]"
       BY_CHOICES = { "thread" => :thread, "state" => :state, "class" => :class }.freeze
       INITIAL = { options: { by: nil, sample: nil, top: Report::DEFAULT_TOP }.freeze }.freeze
@@ -28,7 +28,8 @@ module Sonde
 
       def parser
         option_parser("Prints the functions that took the most time, allocated the most objects or hold the\n" \
-                      "most live heap in a pprof profile.") do |opts|
+                      "most live heap in a pprof profile. Several FILEs (a fleet's workers, a day's periods) are\n" \
+                      "merged first, as go tool pprof merges them: same sample types, equal samples summed.") do |opts|
           opts.on("--by WHAT", "Split the report: thread (one section per thread, busiest first),",
                   "state (running, waiting for gvl, sleeping, blocked, gc), class (the class",
                   "of the allocated objects), or label:NAME (one section per value of the",
@@ -84,10 +85,14 @@ module Sonde
         raise UsageError, "#{option}: #{value.inspect} is not accepted (expected a positive integer)"
       end
 
+      def parse_arguments(argv)
+        parse_files(argv)
+      end
+
       # Only reading and options are rescued here; rendering errors (a closed
       # pipe) are left to run.
-      def execute(file)
-        profile = ProfileInput.read(file)
+      def execute(files)
+        profile = ProfileInput.read_all(files)
         report = Report.new(profile, **@options)
       rescue ProfileInput::Error => e
         fail_with(EXIT_FILE_ERROR, e.message)
