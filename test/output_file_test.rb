@@ -13,7 +13,8 @@ require "sonde/output_file"
 # is replaced atomically, and a temporary file left by a killed writer is
 # removed by the next write to the same path. Each writer is tried: Sonde's
 # helper, Profile#write, `sonde flamegraph -o`, `sonde convert -o`,
-# Sonde.profile(out:) (in a child, since it samples).
+# Sonde.profile(out:) and `sonde record -o` (the last two in children,
+# since they sample).
 class OutputFileTest < Minitest::Test
   include SondeTestHelper
 
@@ -118,6 +119,14 @@ class OutputFileTest < Minitest::Test
     each_special_path do |path|
       _out, err, status = run_ruby("-rsonde", "-e", "Sonde.profile(out: ARGV[0]) { 1 + 1 }", path)
       assert status.success?, err
+    end
+  end
+
+  def test_sonde_record_delivers_to_a_fifo_a_link_and_a_device
+    each_special_path do |path|
+      _out, err, status = run_sonde("record", "-o", path, "--", RbConfig.ruby, "-e", "1 + 1")
+      assert status.success?, err
+      assert_includes err, "sonde: wrote #{path}"
     end
   end
 
