@@ -112,8 +112,11 @@ module Sonde
     def stats
       stats = (Native.loaded? && Native.stats) || @last_stats
       continuous = @continuous
-      # In continuous mode: what each exporter delivered, dropped or failed.
-      stats && continuous ? stats.merge(exporters: continuous.exporter_stats) : stats
+      # In continuous mode: what each exporter delivered, dropped or failed,
+      # and how often a killed flusher was replaced.
+      return stats unless stats && continuous
+
+      stats.merge(exporters: continuous.exporter_stats, flusher_restarts: continuous.flusher_restarts)
     end
 
     # The Sonde::Profile of the next seconds, for a live capture
