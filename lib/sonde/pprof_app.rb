@@ -84,9 +84,10 @@ module Sonde
     def call(env)
       return text(405, "only GET is served") unless env["REQUEST_METHOD"] == "GET"
 
-      params = query_params(env["QUERY_STRING"].to_s)
-      denied = authorization_error(env, params)
+      denied = authorization_error(env)
       return denied if denied
+
+      params = query_params(env["QUERY_STRING"].to_s)
 
       case env["PATH_INFO"].to_s.chomp("/")
       when "" then index(env)
@@ -100,9 +101,16 @@ module Sonde
 
     private
 
-    def authorization_error(env, params)
+    # The token is found in the raw query (its first token=) or the header
+    # before anything else is parsed: a request without it costs one
+    # search, however long its query. The scheme is case-insensitive.
+    QUERY_TOKEN = /(?:\A|&)token=([^&]*)/.freeze
+    BEARER = /\Abearer +(.+)\z/i.freeze
+
+    def authorization_error(env)
       if @token_digest
-        given = params["token"] || env["HTTP_AUTHORIZATION"].to_s[/\ABearer (.+)\z/, 1]
+        query_token = env["QUERY_STRING"].to_s[QUERY_TOKEN, 1]
+        given = query_token ? unescape(query_token) : env["HTTP_AUTHORIZATION"].to_s[BEARER, 1]
         return nil if given && secure_equal?(Digest::SHA256.digest(given), @token_digest)
 
         return [401, { "content-type" => "text/plain", "www-authenticate" => "Bearer" },
