@@ -156,10 +156,19 @@ module Sonde
       replace_ended_flusher unless @stopping
     end
 
+    # A flusher that keeps ending (an exception flush_once cannot rescue,
+    # raised again at each start) is not replaced forever.
+    MAX_FLUSHER_RESTARTS = 100
+
     # Runs on the ending flusher thread, in its ensure.
     def replace_ended_flusher
       return unless @pid == Process.pid && Native.active?
 
+      if @flusher_restarts >= MAX_FLUSHER_RESTARTS
+        warn "sonde: Sonde's flusher thread ended #{@flusher_restarts + 1} times; not started again " \
+             "(periods are exported at stop only)"
+        return
+      end
       start_flusher
       @flusher_restarts += 1
       return unless @flusher_restarts == 1
