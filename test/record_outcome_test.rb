@@ -4,6 +4,7 @@ require_relative "support/test_helper"
 require "fileutils"
 require "timeout"
 require "shellwords"
+require "sonde/cli/record_outcome"
 
 # Every process that runs Ruby keeps its profile, and `sonde record` says
 # what really happened (issue 23, items 4 and 8): a daemon (Process.daemon
@@ -110,6 +111,26 @@ class RecordOutcomeTest < Minitest::Test
     _out, err, status = run_sonde("record", "-o", File.join(@dir, "out.pprof"), "--", "true")
     assert status.success?, err
     assert_includes err, NO_RUBY
+  end
+
+  # From the notes alone: a daemon whose own note came too late is still
+  # said to have daemonized, and another process's file does not take the
+  # daemon's name.
+  def test_a_late_daemon_note_and_another_file
+    output = File.join(@dir, "out.pprof")
+    other = File.join(@dir, "out.#{Process.pid}.pprof")
+    File.binwrite(other, "x")
+    notes = File.join(@dir, "notes")
+    File.binwrite(notes, "11\tstarted\t#{output}\n11\tdaemonizing\t#{output}\n" \
+                         "#{Process.pid}\tstarted\t#{other}\n#{Process.pid}\twrote\t#{other}\n")
+    outcome = Sonde::CLI::RecordOutcome.new(output: output, shown: "out.pprof", notes_path: notes)
+    outcome.define_singleton_method(:read_notes) { Sonde::RecordNotes.read(notes) } # no wait for the late note
+    written, lines = outcome.call
+    refute written
+    assert_equal ["sonde: no profile at out.pprof yet: process 11 daemonized (Process.daemon); the daemon runs on " \
+                  "and writes out.pprof when it exits", "sonde: wrote #{other} (another Ruby process)"], lines
+    assert File.exist?(other), "the other process's file was moved onto FILE"
+    refute File.exist?(output)
   end
 
   private

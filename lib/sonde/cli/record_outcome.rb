@@ -69,7 +69,10 @@ module Sonde
       # FILE's process failed to write it or daemonized: another process's
       # profile must not take its name.
       def accounted_for_elsewhere?(notes)
-        notes.any? { |note| %w[write_failed daemonized].include?(note.event) && note.details.first == @output.b }
+        notes.any? do |note|
+          (%w[write_failed daemonizing].include?(note.event) && note.details.first == @output.b) ||
+            (note.event == "daemonized" && note.details[1] == @output.b)
+        end
       end
 
       def main_line(notes)
@@ -81,6 +84,11 @@ module Sonde
         return "sonde: no profile at #{@shown} yet: process #{daemon.details[0]} daemonized (Process.daemon); " \
                "the daemon, process #{daemon.pid}, runs on and writes #{@shown} when it exits" if daemon
 
+        # The daemon's own note did not come in time (a loaded machine).
+        leaving = notes.reverse.find { |note| note.event == "daemonizing" && note.details.first == @output.b }
+        return "sonde: no profile at #{@shown} yet: process #{leaving.pid} daemonized (Process.daemon); " \
+               "the daemon runs on and writes #{@shown} when it exits" if leaving && !daemon_failed?(notes, leaving)
+
         running = still_running(notes)
         unless running.empty?
           return "sonde: no profile at #{@shown} yet: the command ended, but its Ruby " +
@@ -89,6 +97,10 @@ module Sonde
         end
 
         "sonde: no profile was written to #{@shown}: the command ran no Ruby process that Sonde could profile"
+      end
+
+      def daemon_failed?(notes, leaving)
+        notes.any? { |note| note.event == "daemon_failed" && note.pid == leaving.pid }
       end
 
       # Failures to write the other processes' files.
