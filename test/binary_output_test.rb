@@ -77,6 +77,14 @@ class BinaryOutputTest < Minitest::Test
       assert_includes collapsed, METHOD
       speedscope = JSON.parse(utf8(File.join(@dir, "speedscope.json")))
       assert(speedscope.fetch("shared").fetch("frames").any? { |frame| frame.fetch("name").include?(METHOD) })
+      # The executable's standard output carries the same bytes.
+      record = File.join(@dir, "record.pprof")
+      out, err, status = run_sonde("convert", record, "--to", "collapsed", env: env)
+      assert status.success?, err
+      assert_equal collapsed, out.b.force_encoding(Encoding::UTF_8)
+      out, err, status = run_sonde("report", record, env: env)
+      assert status.success?, err
+      assert_includes out.b.force_encoding(Encoding::UTF_8), METHOD
       %w[cli.html api.html].each do |page|
         html = utf8(File.join(@dir, page))
         assert_includes html, METHOD, "#{page} holds the method's name"
