@@ -90,6 +90,19 @@ class OutputFileTest < Minitest::Test
     assert_equal "whole", File.binread(path)
   end
 
+  # A symlink at this process's own temporary name is removed, not
+  # followed: its target keeps what it had.
+  def test_a_symlink_at_the_temporary_name_is_not_followed
+    path = File.join(@dir, "out.pprof")
+    victim = File.join(@dir, "victim")
+    File.binwrite(victim, "keep me")
+    File.symlink(victim, "#{path}.#{Process.pid}.tmp")
+    Sonde::OutputFile.write(path, "profile".b)
+    assert_equal "keep me", File.binread(victim)
+    assert_equal "profile", File.binread(path)
+    refute File.exist?("#{path}.#{Process.pid}.tmp")
+  end
+
   def test_a_failed_write_leaves_no_temporary_file
     path = File.join(@dir, "out.pprof")
     assert_raises(IOError) { Sonde::OutputFile.write(path) { |_io| raise IOError, "disk gone" } }

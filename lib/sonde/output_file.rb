@@ -22,7 +22,9 @@ module Sonde
     # Above Linux's largest pid (PID_MAX_LIMIT): a name with a bigger number
     # is not one of Sonde's temporary files.
     PID_LIMIT = 1 << 22
-    OPEN_FLAGS = File::WRONLY | File::CREAT | File::TRUNC
+    # O_EXCL: a temporary name is never opened through whatever is there
+    # already (a symlink planted in a shared directory would be followed).
+    OPEN_FLAGS = File::WRONLY | File::CREAT | File::EXCL
     WRITE_IN_PLACE = File::WRONLY
 
     module_function
@@ -93,13 +95,22 @@ module Sonde
         remove_stale_temporaries(path)
         temporary = "#{path}.#{Process.pid}.tmp"
       end
-      File.open(temporary, OPEN_FLAGS, binmode: true) do |io|
+      open_temporary(temporary) do |io|
         fill(io, bytes, &block)
         io.fsync if sync
       end
       File.rename(temporary, path)
     ensure
       remove_quietly(temporary) if temporary && File.exist?(temporary)
+    end
+
+    # A leftover of this pid (a pid the system reused, a write cut short)
+    # is removed once, then the name must be free.
+    def open_temporary(temporary, &block)
+      File.open(temporary, OPEN_FLAGS, binmode: true, &block)
+    rescue Errno::EEXIST
+      File.unlink(temporary)
+      File.open(temporary, OPEN_FLAGS, binmode: true, &block)
     end
 
     # O_TRUNC is left out: a FIFO and a device ignore it, and a regular file
