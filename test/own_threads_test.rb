@@ -74,4 +74,32 @@ class OwnThreadsTest < Minitest::Test
     assert_operator facts["idle_after"], :>=, 40, "the new helper samples while the app sleeps"
     assert_equal 1, stderr.scan(/idle-helper thread was killed/).size, stderr
   end
+
+  # The flusher (continuous mode) comes back the same way: killed twice, it
+  # is replaced twice, warns once, and the periods after the kills are
+  # exported at their ticks (every: 1, 3.5 s of run after the kills: 3
+  # ticks, then the last period at stop).
+  def test_a_killed_flusher_is_replaced_with_one_warning
+    Dir.mktmpdir("sonde-flusher") do |dir|
+      facts, stderr = run_script(<<~RUBY)
+        Sonde.start(continuous: true, export: "dir:#{dir}", every: 1, rate: 200)
+        # The list keeps a killed thread (Native.own_threads): the live one is the flusher.
+        2.times do
+          flusher = Sonde.threads.find { |t| t.name == "sonde-flusher" && t.alive? }
+          flusher.kill
+          flusher.join
+        end
+        sleep 3.5
+        exported_before_stop = Dir.children(#{dir.dump}).grep(/\\.pprof\\z/).size
+        stats = Sonde.stats
+        puts JSON.generate(restarts: stats[:flusher_restarts], exported: exported_before_stop,
+                           flushers: Sonde.threads.count { |t| t.name == "sonde-flusher" && t.alive? })
+        Sonde.stop
+      RUBY
+      assert_equal 2, facts["restarts"]
+      assert_equal 1, facts["flushers"]
+      assert_operator facts["exported"], :>=, 3, "periods exported at the new flusher's ticks"
+      assert_equal 1, stderr.scan(/flusher thread \(sonde-flusher\) was killed/).size, stderr
+    end
+  end
 end

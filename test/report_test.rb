@@ -546,10 +546,12 @@ class ReportCommandTest < Minitest::Test
     assert_match(/^Live heap: 64\.0 MB in 300,000 objects$/, out)
   end
 
+  # Nothing to show is a file error (exit 1) that says how to record it and
+  # names what the profile has.
   def test_alloc_not_recorded_says_how_to_record_it
     code, out, err = run_command(@file.path, "--sample", "alloc")
-    assert_equal [0, ""], [code, err]
-    assert_match(/\AAllocations: not recorded in this profile .*`sonde record --alloc`/, out)
+    assert_equal [1, ""], [code, out]
+    assert_one_line_error(err, /nothing to show: the profile has no alloc-samples samples \(record them with `sonde record --alloc`.*; its sample types are cpu-time\/nanoseconds/)
   end
 
   def test_new_options

@@ -13,9 +13,12 @@ module Sonde
   # comments ("service=web", `go tool pprof -comments` lists them), written
   # by the encoder at the flush, and to the exporters beside it.
   #
-  # Runs on the flusher thread; start/stop on the caller's thread.
+  # Runs on the flusher thread; start/stop on the caller's thread. A
+  # flusher that the application kills (Thread#kill through Sonde.threads)
+  # is replaced at once by another, with one warning, as the idle helper is:
+  # without it no period would be exported again until exit.
   class Continuous
-    attr_reader :exporters, :flushes, :errors
+    attr_reader :exporters, :flushes, :errors, :flusher_restarts
 
     # session: the Sonde::Session whose run this flushes.
     def initialize(options, exporters, session)
@@ -24,6 +27,7 @@ module Sonde
       @session = session
       @flushes = 0
       @errors = 0
+      @flusher_restarts = 0
       @thread = nil
     end
 
@@ -38,10 +42,7 @@ module Sonde
       # nothing may stay held.
       @period_lock = Mutex.new
       @capturing = false
-      @thread = Thread.new { flush_loop }
-      @thread.name = "sonde-flusher"
-      @thread.report_on_exception = false
-      Native.ignore_thread(@thread)
+      start_flusher
       self
     end
 
@@ -135,6 +136,50 @@ module Sonde
     end
 
     private
+
+    # Returns once the thread runs inside run_flusher's ensure: a thread
+    # killed before it ran its block would end without it, and unreplaced.
+    def start_flusher
+      running = Queue.new
+      @thread = Thread.new { run_flusher(running) }
+      @thread.name = "sonde-flusher"
+      @thread.report_on_exception = false
+      Native.ignore_thread(@thread)
+      running.pop
+    end
+
+    # The loop ends only when stopping; anything else that ends it (a kill,
+    # an exception that is not a StandardError) leaves the run unflushed.
+    def run_flusher(running)
+      running.push(true)
+      flush_loop
+    ensure
+      replace_ended_flusher unless @stopping
+    end
+
+    # A flusher that keeps ending (an exception flush_once cannot rescue,
+    # raised again at each start) is not replaced forever.
+    MAX_FLUSHER_RESTARTS = 100
+
+    # Runs on the ending flusher thread, in its ensure.
+    def replace_ended_flusher
+      return unless @pid == Process.pid && Native.active?
+
+      if @flusher_restarts >= MAX_FLUSHER_RESTARTS
+        warn "sonde: Sonde's flusher thread ended #{@flusher_restarts + 1} times; not started again " \
+             "(periods are exported at stop only)"
+        return
+      end
+      start_flusher
+      @flusher_restarts += 1
+      return unless @flusher_restarts == 1
+
+      warn "sonde: Sonde's flusher thread (sonde-flusher) was killed; a new one was started " \
+           "(Sonde.stats[:flusher_restarts] counts them)"
+    rescue StandardError => e
+      warn "sonde: Sonde's flusher thread was killed and could not be started again " \
+           "(periods are exported at stop only): #{e.class}: #{e.message}"
+    end
 
     def flush_loop
       until wait_for_stop(@options.every)

@@ -4,6 +4,7 @@ require "json"
 require "sonde/version"
 require "sonde/errors"
 require "sonde/pprof"
+require "sonde/output_file"
 require "sonde/converters/stacks"
 require "sonde/flamegraph/data"
 
@@ -45,13 +46,16 @@ module Sonde
       "#{base}.html"
     end
 
+    # The page's UTF-8 bytes as they are (OutputFile writes binary: a
+    # default_internal or default_external would transcode them otherwise).
     def write_atomically(path, text)
-      temporary = "#{path}.#{Process.pid}.tmp"
-      File.write(temporary, text)
-      File.rename(temporary, path)
-      path
-    ensure
-      File.unlink(temporary) if temporary && File.exist?(temporary)
+      OutputFile.write(path, text)
+    end
+
+    # A part of the page (template, styles, scripts): UTF-8 on disk, read as
+    # such whatever Encoding.default_external and default_internal say.
+    def read_part(path)
+      File.read(path, mode: "rb").force_encoding(Encoding::UTF_8)
     end
 
     # Opens path in the user's browser without waiting for it: $BROWSER,
@@ -80,7 +84,7 @@ module Sonde
       end
 
       def render
-        template = File.read(File.join(PAGE_DIR, "page.html"))
+        template = Flamegraph.read_part(File.join(PAGE_DIR, "page.html"))
         template.gsub(Regexp.union(PARTS.keys)) { |placeholder| send(PARTS.fetch(placeholder)) }
       end
 
@@ -99,11 +103,11 @@ module Sonde
       end
 
       def page_css
-        File.read(File.join(PAGE_DIR, "page.css"))
+        Flamegraph.read_part(File.join(PAGE_DIR, "page.css"))
       end
 
       def page_js
-        script_safe(File.read(File.join(PAGE_DIR, "page.js")))
+        script_safe(Flamegraph.read_part(File.join(PAGE_DIR, "page.js")))
       end
 
       # "<" only occurs inside JSON strings, where \u003c means the same:
@@ -117,7 +121,7 @@ module Sonde
       end
 
       def asset(name)
-        File.read(File.join(ASSETS_DIR, name))
+        Flamegraph.read_part(File.join(ASSETS_DIR, name))
       end
 
       # An inline script ends at the first "</script"; "<\/" means "</" in JS strings and regexps.

@@ -2,6 +2,7 @@
 
 require "zlib"
 require "sonde/errors"
+require "sonde/pprof/limits"
 
 module Sonde
   # Reads pprof profiles (perftools.profiles.Profile, gzip-compressed or raw
@@ -11,6 +12,9 @@ module Sonde
   module Pprof
     # The input is not a readable pprof profile; the message says why.
     class DecodeError < Sonde::Error; end
+    # The input is over one of the caps of Pprof::Limits; the message names
+    # the cap and the variable that raises it.
+    class LimitError < DecodeError; end
 
     # A gzip bomb must not take the process down: refuse to inflate past this.
     MAX_DECOMPRESSED_BYTES = 1 << 30
@@ -60,14 +64,15 @@ module Sonde
     module_function
 
     # Decodes a profile from a String of bytes, gzip-compressed or not.
-    def decode(bytes, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES)
+    # limits: the caps (Pprof::Limits, from SONDE_READ_MAX_* by default).
+    def decode(bytes, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES, limits: Limits.from_env)
       bytes = bytes.b
       raise DecodeError, "not a pprof profile: empty input" if bytes.empty?
 
-      bytes = Gunzip.new(bytes, max_decompressed_bytes).call if bytes.start_with?(GZIP_MAGIC)
+      bytes = Gunzip.new(bytes, max_decompressed_bytes, limits).call if bytes.start_with?(GZIP_MAGIC)
       raise DecodeError, "not a pprof profile: empty after decompression" if bytes.empty?
 
-      ProfileDecoder.new(bytes).call
+      ProfileDecoder.new(bytes, limits).call
     end
 
     # Reads and decodes the profile at path. File errors (Errno::ENOENT and
@@ -75,14 +80,14 @@ module Sonde
     # is refused and a file or pipe is read only up to the decompressed
     # limit, so an endless input ends in a DecodeError rather than filling
     # memory or reading forever.
-    def read(path, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES)
+    def read(path, max_decompressed_bytes: MAX_DECOMPRESSED_BYTES, limits: Limits.from_env)
       bytes = File.open(path, "rb") do |file|
         stat = file.stat
         raise DecodeError, "not a pprof profile: a device, not a file" if stat.chardev? || stat.blockdev?
 
         read_at_most(file, max_decompressed_bytes)
       end
-      decode(bytes, max_decompressed_bytes: max_decompressed_bytes)
+      decode(bytes, max_decompressed_bytes: max_decompressed_bytes, limits: limits)
     end
 
     READ_CHUNK = 1 << 20
@@ -103,9 +108,12 @@ module Sonde
       # Tells zlib to expect a gzip header (16) with the largest window.
       GZIP_WINDOW_BITS = Zlib::MAX_WBITS + 16
 
-      def initialize(bytes, limit)
+      # limits: Pprof::Limits whose inflate ratio applies; nil for Sonde's
+      # own profiles.
+      def initialize(bytes, limit, limits = nil)
         @bytes = bytes
         @limit = limit
+        @limits = limits
       end
 
       def call
@@ -135,6 +143,7 @@ module Sonde
         end
 
         out << chunk
+        @limits&.check_inflated(out.bytesize, @bytes.bytesize)
       end
     end
 
@@ -259,7 +268,8 @@ module Sonde
     # Turns the protobuf fields of a Profile into a Profile. String indexes are
     # resolved at the end, since the string table may come after its users.
     class ProfileDecoder
-      def initialize(bytes)
+      def initialize(bytes, limits)
+        @limits = limits
         @wire = WireReader.new(bytes)
         @size = bytes.bytesize
         @strings = []
@@ -283,13 +293,24 @@ module Sonde
       def profile_field(number, type, value, stop)
         case number
         when 1 then @raw_sample_types << value_type(expect_len(number, type, value), stop)
-        when 2 then @raw_samples << sample(expect_len(number, type, value), stop)
-        when 4 then add_location(expect_len(number, type, value), stop)
-        when 5 then @raw_functions << function(expect_len(number, type, value), stop)
-        when 6 then @strings << string_entry(expect_len(number, type, value), stop)
+        when 2
+          @limits.count(:samples)
+          @raw_samples << sample(expect_len(number, type, value), stop)
+        when 4
+          @limits.count(:locations)
+          add_location(expect_len(number, type, value), stop)
+        when 5
+          @limits.count(:functions)
+          @raw_functions << function(expect_len(number, type, value), stop)
+        when 6
+          @limits.count(:strings)
+          @strings << string_entry(expect_len(number, type, value), stop)
         when 9, 10, 12, 14 then @scalars[number] = expect_varint(number, type, value)
         when 11 then @raw_period_type = value_type(expect_len(number, type, value), stop)
-        when 13 then @comment_indexes.concat(repeated(type, value, stop))
+        when 13
+          comments = repeated(type, value, stop)
+          @limits.count(:strings, comments.size)
+          @comment_indexes.concat(comments)
         end
       end
 
@@ -334,9 +355,17 @@ module Sonde
         labels = []
         @wire.each_field(start, stop) do |number, type, value, field_stop|
           case number
-          when 1 then location_ids.concat(repeated(type, value, field_stop))
-          when 2 then values.concat(repeated(type, value, field_stop).map { |v| WireReader.signed(v) })
-          when 3 then labels << label(expect_len("sample.label", type, value), field_stop)
+          when 1
+            ids = repeated(type, value, field_stop)
+            @limits.count(:frames, ids.size)
+            location_ids.concat(ids)
+          when 2
+            numbers = repeated(type, value, field_stop)
+            @limits.count(:values, numbers.size)
+            values.concat(numbers.map { |v| WireReader.signed(v) })
+          when 3
+            @limits.count(:labels)
+            labels << label(expect_len("sample.label", type, value), field_stop)
           end
         end
         [location_ids, values, labels]

@@ -9,6 +9,10 @@ module Sonde
   # thread is gone; the child drops what it inherited from the parent (those
   # samples are the parent's) and starts a fresh profile of its own.
   #
+  # daemon: Process.daemon forks (twice, or through daemon(3)) without
+  # Process._fork, so it has a hook of its own: the daemon restarts
+  # sampling as a forked child does.
+  #
   # exec: sampling stops first, so that no SIGPROF can reach the new program,
   # which would die of it ("Profiling timer expired"). If exec fails, sampling
   # resumes.
@@ -20,6 +24,23 @@ module Sonde
         pid = super
         Sonde.session.restart_in_forked_child if pid.zero?
         pid
+      end
+    end
+
+    # Prepended to Process's singleton class. The parent's side never
+    # returns (it ends in _exit); the daemon's returns 0.
+    module Daemon
+      def daemon(*arguments)
+        parent = Process.pid
+        Sonde.session.before_daemon
+        begin
+          result = super
+        rescue Exception # rubocop:disable Lint/RescueException -- say the daemon failed, whatever failed it, then re-raise
+          Sonde.session.daemon_failed if Process.pid == parent
+          raise
+        end
+        Sonde.session.restart_in_daemon(parent) unless Process.pid == parent
+        result
       end
     end
 
@@ -45,6 +66,7 @@ module Sonde
 
     def install
       Process.singleton_class.prepend(Fork)
+      Process.singleton_class.prepend(Daemon)
       [Kernel.singleton_class, Process.singleton_class].each { |target| target.prepend(Exec) }
       WrapInPlace.wrap(Kernel, :exec) { |original| around_exec(&original) }
     end

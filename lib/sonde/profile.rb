@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-require "fileutils"
 require_relative "errors"
+require_relative "output_file"
 
 module Sonde
   # One finished profile: the gzip'd pprof bytes and what is known about the
@@ -22,18 +22,16 @@ module Sonde
       freeze
     end
 
-    # Writes the profile to path atomically (a temporary file renamed into
-    # place), so a reader never sees half a profile. Returns path.
+    # Writes the profile to path: a regular file (or a new one) atomically,
+    # a device, FIFO or symlink's target through it (Sonde::OutputFile), so
+    # a reader never sees half a profile and /dev/null stays a device.
+    # Returns path.
     def write(path)
       path = path.to_s
       Profile.check_writable!(path)
-      temporary = "#{path}.#{Process.pid}.tmp"
-      File.binwrite(temporary, pprof)
-      File.rename(temporary, path)
-      path
+      OutputFile.write(path, pprof)
     rescue SystemCallError => e
-      FileUtils.rm_f(temporary) if temporary
-      raise Sonde::Error, "cannot write the profile to #{path}: #{e.message}"
+      raise Sonde::Error, "cannot write the profile to #{path}: #{e.message.sub(/ @ .*/, "")}"
     end
 
     # The decoded profile (Sonde::Pprof::Profile), for reports and tests.
@@ -50,10 +48,30 @@ module Sonde
       raise Sonde::ArgumentError, "output path is empty" if path.empty?
       raise Sonde::ArgumentError, "output path #{path} is a directory; give a file name" if File.directory?(path)
 
-      directory = File.dirname(File.expand_path(path))
+      how, target = begin
+        OutputFile.destination(path)
+      rescue SystemCallError => e
+        raise Sonde::ArgumentError, "cannot write #{path}: #{e.message.sub(/ @ .*/, "")}"
+      end
+      return check_writable_in_place!(path) if how == :in_place
+
+      check_replaceable!(path, target)
+    end
+
+    # A device or FIFO is written through, never created: opening it here
+    # would block on a FIFO with no reader yet.
+    def self.check_writable_in_place!(path)
+      raise Sonde::ArgumentError, "cannot write #{path}: it is not writable" unless File.writable?(path)
+
+      path
+    end
+
+    # target: the regular file (or new path) path leads to.
+    def self.check_replaceable!(path, target)
+      directory = File.dirname(File.expand_path(target))
       raise Sonde::ArgumentError, "cannot write #{path}: directory #{directory} does not exist" unless File.directory?(directory)
       raise Sonde::ArgumentError, "cannot write #{path}: directory #{directory} is not writable" unless File.writable?(directory)
-      if File.exist?(path) && !File.writable?(path)
+      if File.exist?(target) && !File.writable?(target)
         raise Sonde::ArgumentError, "cannot write #{path}: the file exists and is not writable"
       end
       begin

@@ -5,6 +5,7 @@
 # process exits or execs. Never stops the program: if Sonde cannot run here,
 # it says why on stderr and the program runs unprofiled.
 require_relative "../sonde"
+require_relative "record_notes"
 
 module Sonde
   module Record
@@ -41,16 +42,24 @@ module Sonde
       "#{output.delete_suffix(extension)}.#{pid}#{extension}"
     end
 
-    def per_process_pattern(output)
-      extension = File.extname(output)
-      "#{output.delete_suffix(extension)}.[0-9]*#{extension}"
-    end
-
-    # The process `sonde record` started (or what it exec'd into) writes the
-    # file asked for; any other (a child, a forked worker) its own.
+    # The process `sonde record` started (or what it exec'd into, or the
+    # daemon it became) writes the file asked for; any other (a child, a
+    # forked worker) its own.
     def output_path
       output = ENV.fetch(OUTPUT_VARIABLE)
-      Process.ppid.to_s == ENV[PARENT_VARIABLE] ? output : per_process_path(output, Process.pid)
+      Process.pid == @main_pid ? output : per_process_path(output, Process.pid)
+    end
+
+    # The daemon carries on the process it came from: the command's process
+    # stays the command's process, and its profile keeps its name.
+    def follow_daemon(event, parent_pid = nil)
+      case event
+      when :before then RecordNotes.add("daemonizing", output_path)
+      when :failed then RecordNotes.add("daemon_failed")
+      when :after
+        @main_pid = Process.pid if parent_pid == @main_pid
+        RecordNotes.add("daemonized", parent_pid, output_path)
+      end
     end
 
     def install
@@ -60,8 +69,11 @@ module Sonde
         warn "sonde: not profiling process #{Process.pid}: #{Sonde.unsupported_reason}"
         return
       end
+      @main_pid = Process.pid if Process.ppid.to_s == ENV[PARENT_VARIABLE]
       Sonde.start # the settings `sonde record` was given come in SONDE_* variables
+      RecordNotes.add("started", output_path)
       Sonde.on_exec { |profile| write(profile) }
+      Sonde.session.on_daemon { |event, parent_pid| follow_daemon(event, parent_pid) }
       at_exit { finish }
     rescue Sonde::Error => e
       warn "sonde: not profiling process #{Process.pid}: #{e.message}"
@@ -83,8 +95,12 @@ module Sonde
     end
 
     def write(profile)
-      profile.write(output_path)
+      path = output_path
+      profile.write(path)
+      RecordNotes.add("wrote", path)
     rescue Sonde::Error => e
+      # The system's reason (No space left on device), not our own wrapping.
+      RecordNotes.add("write_failed", path, e.cause ? e.cause.message.sub(/ @ .*/, "") : e.message)
       warn "sonde: #{e.message}"
     end
   end

@@ -74,6 +74,15 @@ module Sonde
       Views.all.values.select { |view| view.always_recorded? || present.include?(view) }
     end
 
+    # The tables this report was asked for (or shows by default).
+    attr_reader :kinds
+
+    # False when the profile has none of the sample types of those tables:
+    # every table would only say it is not recorded.
+    def shows_anything?
+      @kinds.any? { |kind| @profile.value_index(kind.type) }
+    end
+
     def render(io)
       if @function
         FunctionView.new(@profile, @frames, @function, @kinds).render(io, @samples)
@@ -410,14 +419,18 @@ module Sonde
     end
 
     # Columns of numbers right-aligned, then the function name and location
-    # left-aligned.
+    # left-aligned. A name or location longer than MAX_TEXT_WIDTH is cut
+    # there, ending in ELLIPSIS: one generated 1 MB method name would
+    # otherwise pad every line of the table to its width.
     class Table
       HEADER = ["self", "self%", "total", "total%", "function", "location"].freeze
       NUMERIC_COLUMNS = 4
       GAP = "  "
+      MAX_TEXT_WIDTH = 120
+      ELLIPSIS = "..."
 
       def initialize(rows, header: HEADER, numeric_columns: NUMERIC_COLUMNS)
-        @rows = [header, *rows]
+        @rows = [header, *rows].map { |row| row.each_with_index.map { |cell, i| i < numeric_columns ? cell : cut(cell) } }
         @numeric_columns = numeric_columns
         @widths = header.each_index.map { |i| @rows.map { |row| row[i].length }.max }
       end
@@ -435,6 +448,10 @@ module Sonde
           i < @numeric_columns ? cell.rjust(@widths[i]) : cell.ljust(@widths[i])
         end
         cells.join(GAP).rstrip
+      end
+
+      def cut(text)
+        text.length > MAX_TEXT_WIDTH ? "#{text[0, MAX_TEXT_WIDTH - ELLIPSIS.length]}#{ELLIPSIS}" : text
       end
     end
   end

@@ -41,6 +41,7 @@ module Sonde
       @options = nil
       @continuous = nil
       @exec_listeners = []
+      @daemon_listeners = []
       @exit_hook_installed = false
     end
 
@@ -118,8 +119,11 @@ module Sonde
     def stats
       stats = (Native.loaded? && Native.stats) || @last_stats
       continuous = @continuous
-      # In continuous mode: what each exporter delivered, dropped or failed.
-      stats && continuous ? stats.merge(exporters: continuous.exporter_stats) : stats
+      # In continuous mode: what each exporter delivered, dropped or failed,
+      # and how often a killed flusher was replaced.
+      return stats unless stats && continuous
+
+      stats.merge(exporters: continuous.exporter_stats, flusher_restarts: continuous.flusher_restarts)
     end
 
     # The Sonde::Profile of the next seconds, for a live capture
@@ -156,6 +160,13 @@ module Sonde
       @exec_listeners << block
     end
 
+    # block(:before) in the process about to call Process.daemon,
+    # block(:after, parent_pid) in the daemon, block(:failed) when
+    # Process.daemon raised. Internal to Sonde (`sonde record`'s notes).
+    def on_daemon(&block)
+      @daemon_listeners << block
+    end
+
     # --- what ProcessHooks calls ---------------------------------------------
 
     # In a forked child: drop what was inherited (the parent's samples) and
@@ -176,6 +187,21 @@ module Sonde
       @continuous&.restart_in_child
     rescue StandardError => e
       warn "sonde: could not restart profiling in forked child #{Process.pid}: #{e.class}: #{e.message}"
+    end
+
+    # Process.daemon forks without Process._fork: the daemon restarts like a
+    # forked child. Listeners never raise into the application.
+    def before_daemon
+      tell_daemon_listeners(:before)
+    end
+
+    def restart_in_daemon(parent_pid)
+      restart_in_forked_child
+      tell_daemon_listeners(:after, parent_pid)
+    end
+
+    def daemon_failed
+      tell_daemon_listeners(:failed)
     end
 
     # Stops the run before exec (no SIGPROF may reach the new program) and
@@ -204,6 +230,12 @@ module Sonde
     end
 
     private
+
+    def tell_daemon_listeners(*event)
+      @daemon_listeners.each { |listener| listener.call(*event) }
+    rescue StandardError => e
+      warn "sonde: around Process.daemon: #{e.class}: #{e.message}"
+    end
 
     def check_capture_needs(alloc:, heap:)
       if heap && !@options.heap

@@ -4,6 +4,7 @@ require "optparse"
 require "sonde/errors"
 require "sonde/convert"
 require "sonde/views"
+require "sonde/output_file"
 require "sonde/cli/profile_input"
 require "sonde/cli/profile_file_command"
 
@@ -81,15 +82,11 @@ module Sonde
       def write(converter)
         return converter.write(@out) && EXIT_OK if @output == STDOUT_NAME
 
-        temporary = "#{@output}.#{Process.pid}.tmp"
-        File.open(temporary, "w") { |io| converter.write(io) }
-        File.rename(temporary, @output)
+        OutputFile.write(@output) { |io| converter.write(io) }
         @err.puts "sonde: wrote #{@output}"
         EXIT_OK
       rescue SystemCallError => e
         fail_with(EXIT_FILE_ERROR, "cannot write #{@output}: #{e.message.sub(/ @ .*/, "")}")
-      ensure
-        File.unlink(temporary) if temporary && File.exist?(temporary)
       end
 
     end

@@ -35,6 +35,8 @@ module Sonde
         raise Error, "#{file}: #{e.message}"
       rescue Pprof::DecodeError => e
         raise Error, "#{file}: #{e.message}"
+      rescue Sonde::ArgumentError => e # a SONDE_READ_MAX_* variable that is not a number
+        raise Error, e.message
       end
     end
   end

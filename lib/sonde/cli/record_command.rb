@@ -1,10 +1,14 @@
 # frozen_string_literal: true
 
 require "optparse"
+require "tmpdir"
+require "fileutils"
 require_relative "../options"
 require_relative "../profile"
 require_relative "../record"
 require_relative "../flamegraph"
+require_relative "../record_notes"
+require_relative "record_outcome"
 
 module Sonde
   module CLI
@@ -118,14 +122,18 @@ module Sonde
 
       def execute(command)
         output = File.expand_path(@output)
-        started = Time.now
-        env = Record.environment(output: output, options: @options, parent_pid: Process.pid)
-        pid = spawn_command(env, command)
-        return 127 unless pid
+        Dir.mktmpdir("sonde-record") do |notes_dir|
+          notes = File.join(notes_dir, "notes")
+          File.binwrite(notes, "")
+          env = Record.environment(output: output, options: @options, parent_pid: Process.pid)
+          env[RecordNotes::VARIABLE] = notes
+          pid = spawn_command(env, command)
+          return 127 unless pid
 
-        status = wait_forwarding_signals(pid)
-        report_outputs(output, started)
-        exit_code(status)
+          status = wait_forwarding_signals(pid)
+          report_outputs(output, notes)
+          exit_code(status)
+        end
       end
 
       def spawn_command(env, command)
@@ -150,22 +158,16 @@ module Sonde
         SIGNAL_EXIT_BASE + (status.termsig || 0)
       end
 
-      # Says what was written. When the command's own process wrote nothing
-      # but exactly one Ruby process under it did (a shell in between), that
-      # profile becomes FILE.
-      def report_outputs(output, started)
-        per_process = Dir.glob(Record.per_process_pattern(output)).select { |path| File.mtime(path) >= started }.sort
-        if !fresh?(output, started) && per_process.size == 1
-          File.rename(per_process.first, output)
-          per_process.clear
-        end
-        if fresh?(output, started)
+      # Says what was written, or why nothing was (RecordOutcome).
+      def report_outputs(output, notes)
+        written, lines = RecordOutcome.new(output: output, shown: @output, notes_path: notes).call
+        if written
           @err.puts("sonde: wrote #{@output} (see it with: sonde report #{@output}, or sonde flamegraph #{@output})")
           write_page(output) if @format == "html"
-        else
-          @err.puts("sonde: no profile was written to #{@output}: the command ran no Ruby process that Sonde could profile")
         end
-        per_process.each { |path| @err.puts("sonde: wrote #{path} (another Ruby process)") }
+        lines.each { |line| @err.puts(line) }
+      rescue SystemCallError => e
+        @err.puts("sonde record: #{e.message}")
       end
 
       def write_page(output)
@@ -177,10 +179,6 @@ module Sonde
         Flamegraph.open_in_browser(html) or @err.puts("sonde record: no browser found to open #{html}; open it yourself")
       rescue Sonde::Pprof::DecodeError, SystemCallError => e
         @err.puts("sonde record: cannot write the flame graph page #{html}: #{e.message}")
-      end
-
-      def fresh?(path, started)
-        File.exist?(path) && File.mtime(path) >= started
       end
     end
   end

@@ -99,8 +99,24 @@ module Sonde
       rescue Sonde::ArgumentError => e
         fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Afunction: /, "--function: "))
       else
+        return fail_with(EXIT_FILE_ERROR, "#{file}: #{nothing_to_show(profile, report)}") unless report.shows_anything?
+
         report.render(@out)
         EXIT_OK
+      end
+
+      # A profile of another tool (Go's samples/count, cpu/nanoseconds), or
+      # one without what --sample asks for: its own sample types are named,
+      # for `sonde convert --sample`, which reads any of them.
+      def nothing_to_show(profile, report)
+        wanted = report.kinds.map(&:type)
+        hint = report.kinds.filter_map { |kind| Report.how_to_record(kind).sub(/\A; /, "") unless kind.always_recorded? }
+        missing = "nothing to show: the profile has no #{wanted.join(" or ")} samples"
+        missing += " (#{hint.join("; ")})" unless hint.empty?
+        types = profile.sample_types.map { |type, unit| "#{type}/#{unit}" }
+        return "#{missing}, and no sample types at all" if types.empty?
+
+        "#{missing}; its sample types are #{types.join(", ")} (sonde convert --sample TYPE reads any of them)"
       end
 
     end

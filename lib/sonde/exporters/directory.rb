@@ -2,6 +2,7 @@
 
 require "fileutils"
 require "securerandom"
+require_relative "../output_file"
 require_relative "base"
 require_relative "registry"
 
@@ -99,15 +100,8 @@ module Sonde
       def write_atomically(bytes, start_time)
         stem = "#{@prefix}#{Process.pid}-#{start_time.utc.strftime(TIME_FORMAT)}"
         temporary = File.join(directory, ".#{stem}.#{SecureRandom.hex(TEMPORARY_RANDOM_BYTES)}.tmp")
-        File.open(temporary, File::WRONLY | File::CREAT | File::EXCL | File::BINARY) do |file|
-          file.write(bytes)
-          file.fsync # the rename must not reach the disk before the data
-        end
-        path = free_path(stem)
-        File.rename(temporary, path)
-        path
-      ensure
-        FileUtils.rm_f(temporary) if temporary
+        # sync: the rename must not reach the disk before the data.
+        OutputFile.write(free_path(stem), bytes, sync: true, temporary: temporary)
       end
 
       # The pid in the name keeps other processes' files apart, and this
