@@ -99,7 +99,10 @@ module Sonde
       rescue Sonde::ArgumentError => e
         fail_with(EXIT_USAGE_ERROR, e.message.sub(/\Afunction: /, "--function: "))
       else
-        return fail_with(EXIT_FILE_ERROR, "#{file}: #{nothing_to_show(profile, report)}") unless report.shows_anything?
+        unless report.shows_anything?
+          shown = files.size == 1 ? files.first : files.join(" + ")
+          return fail_with(EXIT_FILE_ERROR, "#{shown}: #{nothing_to_show(profile, report)}")
+        end
 
         report.render(@out)
         EXIT_OK
