@@ -100,6 +100,7 @@ module Sonde
         stem = "#{@prefix}#{Process.pid}-#{start_time.utc.strftime(TIME_FORMAT)}"
         temporary = File.join(directory, ".#{stem}.#{SecureRandom.hex(TEMPORARY_RANDOM_BYTES)}.tmp")
         File.open(temporary, File::WRONLY | File::CREAT | File::EXCL | File::BINARY) do |file|
+          file.binmode
           file.write(bytes)
           file.fsync # the rename must not reach the disk before the data
         end
