@@ -29,8 +29,8 @@ class RealStackTest < Minitest::Test
   CLIENTS = 4
   LOAD_SECONDS = 5
   MAX_REQUESTS = 2_000
-  REPORT_JOBS = 40
-  MAIL_JOBS = 40
+  REPORT_JOBS = 30
+  MAIL_JOBS = 30
 
   def setup
     reason = RealStack.unavailable_reason
@@ -103,6 +103,8 @@ class RealStackTest < Minitest::Test
     assert_in_delta measured_share, profiled_share, SHARE_DELTA, "#{HEAVY}'s share of the actions' burns; #{detail}"
   end
 
+  # Bounds about twice the spread measured on 3.1, 3.3 and 3.4 (the commit
+  # that set them has the runs).
   HEAVY_TOLERANCE = 0.15
   SHARE_DELTA = 0.05
 
@@ -146,7 +148,8 @@ class RealStackTest < Minitest::Test
                   "ReportJob : MailJob CPU; #{detail}"
   end
 
-  JOB_RATIO_TOLERANCE = 0.25
+  # About twice the spread measured on 3.1, 3.3 and 3.4.
+  JOB_RATIO_TOLERANCE = 0.15
 
   # --- Datadog: requests and jobs under `trace endpoint` --------------------
 
