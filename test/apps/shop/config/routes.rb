@@ -1,0 +1,9 @@
+# frozen_string_literal: true
+
+# The README's line, as pasted: require "sonde" (application.rb) is all it needs.
+Rails.application.routes.draw do
+  get "/heavy" => "work#heavy"
+  get "/light" => "work#light"
+  get "/up" => "work#up"
+  mount Sonde::PprofApp.new(token: ENV["SONDE_PPROF_TOKEN"]) => "/debug/pprof"
+end
