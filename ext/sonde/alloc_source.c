@@ -141,6 +141,7 @@ struct alloc_source {
   VALUE newobj_hook;
   bool running;   // started: the tracked set is current
   bool listening; // the NEWOBJ hook is on (always, with a duty of 1)
+  bool turned_off; // for good, before a Ractor was created (alloc_source_turn_off)
   // The hook's countdown to the next sample, and the gap it started from
   // (the sample's weight).
   uint64_t countdown;
@@ -327,6 +328,13 @@ static void merge_or_lose_no_alloc(alloc_source *alloc) {
 }
 
 static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
+  // The hook is the main Ractor's (TracePoints are per Ractor), checked
+  // where a sample is taken only: the buffer and the heap tracker are the
+  // main Ractor's, and the check costs nothing on the other allocations.
+  if (!vm_on_main_ractor()) {
+    alloc->countdown = 1;
+    return;
+  }
   uint64_t gap = alloc->gap;
   alloc->gap = draw_gap(alloc);
   alloc->countdown = alloc->gap;
@@ -794,7 +802,7 @@ static VALUE switch_listening_protected(VALUE arg) {
 
 void alloc_source_after_tick(sonde_run *run) {
   alloc_source *alloc = run->alloc;
-  if (alloc == NULL || !alloc->running || alloc->block <= 1) return;
+  if (alloc == NULL || !alloc->running || alloc->block <= 1 || alloc->turned_off) return;
   alloc->ticks++;
   bool listen = next_tick_listened(alloc);
   if (listen) alloc->listened_ticks++;
@@ -810,6 +818,19 @@ void alloc_source_after_tick(sonde_run *run) {
   // they pay with the hook on all the time): bench/alloc_in_process.rb
   // adds the two to estimate the cost at a duty.
   alloc->window_switch_ns += clocks_monotonic_ns() - started;
+}
+
+bool alloc_source_turn_off(sonde_run *run) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL || !alloc->running || alloc->turned_off) return false;
+  alloc->turned_off = true;
+  if (alloc->listening) {
+    rb_tracepoint_disable(alloc->newobj_hook);
+    alloc->listening = false;
+  }
+  // What was heard so far stays in the profile, scaled as at a flush.
+  close_window(run, true);
+  return true;
 }
 
 static void stop_alloc(sonde_run *run) {
@@ -860,6 +881,7 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   const alloc_source *alloc = run->alloc;
   rb_hash_aset(stats, ID2SYM(rb_intern("alloc")), alloc != NULL ? Qtrue : Qfalse);
   rb_hash_aset(stats, ID2SYM(rb_intern("heap")), alloc != NULL && alloc->heap ? Qtrue : Qfalse);
+  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_turned_off")), alloc != NULL && alloc->turned_off ? Qtrue : Qfalse);
   PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
   rb_hash_aset(stats, ID2SYM(rb_intern("alloc_duty")), DBL2NUM(alloc != NULL ? 1.0 / alloc->block : 0.0));
   PUT(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);

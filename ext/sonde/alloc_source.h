@@ -70,6 +70,13 @@ void alloc_source_after_tick(sonde_run *run);
 // the stop and flushes.
 void alloc_source_close_window(sonde_run *run);
 
+// With the GVL, on the main Ractor: stops sampling allocations for the rest
+// of the run (the hook off for good, what it heard recorded, the tracked
+// heap still checked and recorded). Ruby 3.1's NEWOBJ hook crashes the VM
+// while a Ractor is created (Ruby bug #18464): lib/sonde/ractor_guard.rb
+// calls this before Ractor.new there. Returns whether it was on.
+bool alloc_source_turn_off(sonde_run *run);
+
 // For the profile's header: which sample types this run fills.
 bool alloc_source_samples_allocations(const sonde_run *run);
 bool alloc_source_tracks_heap(const sonde_run *run);
