@@ -431,8 +431,11 @@ void vm_end_run(void) {
 
 // Prepended to Thread: a thread renamed during a run is renamed in the
 // registry. Runs in the renaming code's own call, where calling Ruby is fine.
+// The registry is the main Ractor's: a Ractor's thread renaming itself
+// must not read it while the main Ractor's threads change it.
 static VALUE thread_name_set(VALUE self, VALUE name) {
   VALUE result = rb_call_super(1, &name);
+  if (!vm_on_main_ractor()) return result;
   long index = registry_index_of(self);
   if (index >= 0) rb_ary_store(registry, index + 1, rb_funcall(self, id_name, 0));
   return result;

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
-# Four Ractors allocating strings while the main thread allocates too, for
+# Four Ractors allocating strings (and renaming their threads, listing
+# threads) while the main thread allocates too, for
 # test/stress/ractors_test.rb (issue 23: Sonde crashed such programs).
 #
 #   ruby ractors.rb SONDE RATE SOURCES COMPACT SECONDS
@@ -42,6 +43,10 @@ ractors = Array.new(RACTORS) do |n|
     rounds = 0
     while Process.clock_gettime(Process::CLOCK_MONOTONIC) < until_time
       allocate_strings(2_000)
+      # Thread#name= and Thread.list are Sonde's prepends (C methods that
+      # read the main Ractor's state): called here, on another Ractor.
+      Thread.current.name = "ractor #{index} round #{rounds}"
+      Thread.list
       rounds += 1
     end
     [index, rounds]
@@ -51,6 +56,7 @@ main_rounds = 0
 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
   allocate_strings(2_000)
   GC.compact if compact == "compact" && (main_rounds % 50).zero?
+
   main_rounds += 1
 end
 ractor_rounds = ractors.map { |ractor| ractor.respond_to?(:value) ? ractor.value : ractor.take }
