@@ -192,6 +192,7 @@ static sonde_status start_sampling(profiler_state *state, char *error, size_t er
   sonde_run *run = &state->run;
   signal_sampler_reset_stats();
   ractor_accounting_start(&state->ractors);
+  alloc_source_set_other_ractors(run, ractor_accounting_others_alive());
   vm_begin_run();
   state->vm_run_begun = true;
   if (run->settings.use_signals) {
@@ -344,7 +345,10 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   // The heap as of the stop, checked while the source still runs (not for
   // a profile that is dropped unencoded: a forked child's).
-  if (!state->halted && RTEST(export)) alloc_source_record_heap(&state->run);
+  if (!state->halted && RTEST(export)) {
+    alloc_source_set_other_ractors(&state->run, ractor_accounting_others_alive());
+    alloc_source_record_heap(&state->run);
+  }
   halt_sampling(state);
   int64_t end = clocks_monotonic_ns();
   run_set_active(NULL);
@@ -394,6 +398,7 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
     // spans windows until it heard enough, and must not leak into the
     // next profile (nor leave this one without any).
     alloc_source_close_window(&state->run);
+    alloc_source_set_other_ractors(&state->run, ractor_accounting_others_alive());
     alloc_source_record_heap(&state->run);
   }
   // We hold the GVL, and every pass runs with it: no pass is half-way
@@ -409,7 +414,10 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
 // (lib/sonde/ractor_guard.rb); counted for the stats and the profile's note.
 static VALUE native_ractor_created(VALUE self) {
   profiler_state *state = current_state();
-  if (state != NULL && !state->halted) ractor_accounting_note_created(&state->ractors);
+  if (state != NULL && !state->halted) {
+    ractor_accounting_note_created(&state->ractors);
+    alloc_source_set_other_ractors(&state->run, true);
+  }
   return Qnil;
 }
 

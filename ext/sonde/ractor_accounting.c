@@ -26,6 +26,8 @@ static uint64_t other_ractors_alive(void) {
   return count > 1 ? (uint64_t)(count - 1) : 0;
 }
 
+bool ractor_accounting_others_alive(void) { return other_ractors_alive() > 0; }
+
 static int64_t process_cpu_ns(void) { return clocks_cpu_ns(CLOCK_PROCESS_CPUTIME_ID); }
 
 static void note_alive(ractor_accounting *accounting, uint64_t alive) {

@@ -33,6 +33,9 @@ typedef struct {
 // At Sonde.start, before sampling begins.
 void ractor_accounting_start(ractor_accounting *accounting);
 
+// Whether other Ractors are alive now (Ractor.count).
+bool ractor_accounting_others_alive(void);
+
 // Ractor.new is about to run on the main Ractor.
 void ractor_accounting_note_created(ractor_accounting *accounting);
 

@@ -8,7 +8,9 @@
 #     SONDE    "sonde" to profile, "control" for the same program without Sonde
 #     RATE     Sonde's rate (Hz)
 #     SOURCES  "cpu", "alloc" (alloc: true) or "heap" (heap: true)
-#     COMPACT  "compact" to run GC.compact in the main thread now and then, "plain" not to
+#     COMPACT  "compact" to run GC.compact in the main thread now and then,
+#              "flush" to also call Sonde.flush every 5 rounds (while the
+#              Ractors run), "plain" for neither
 #     SECONDS  how long the Ractors and the main thread work
 #
 # Prints one JSON line of facts: the process's CPU over the profiled span,
@@ -55,7 +57,8 @@ end
 main_rounds = 0
 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
   allocate_strings(2_000)
-  GC.compact if compact == "compact" && (main_rounds % 50).zero?
+  GC.compact if compact != "plain" && (main_rounds % 50).zero?
+  Sonde.flush if compact == "flush" && profiled == "sonde" && (main_rounds % 5).zero?
 
   main_rounds += 1
 end
@@ -69,6 +72,6 @@ if profiled == "sonde"
   cpu = decoded.value_index("cpu-time")
   facts[:profile_cpu_s] = decoded.samples.sum { |sample| sample.values[cpu] } / 1e9
   facts[:comments] = decoded.comments
-  facts[:stats] = Sonde.stats.select { |key, _| key.to_s.match?(/ractor|\Aalloc|cpu_seconds\z/) }
+  facts[:stats] = Sonde.stats.select { |key, _| key.to_s.match?(/ractor|\Aalloc|\Aheap|cpu_seconds\z/) }
 end
 puts JSON.generate(facts)
