@@ -12,6 +12,7 @@ require_relative "sonde/session"
 require_relative "sonde/labels"
 require_relative "sonde/trace_context"
 require_relative "sonde/trap_guard"
+require_relative "sonde/ractor_guard"
 
 # Sonde: a sampling CPU and wall-time profiler for every Ruby thread.
 #
@@ -35,6 +36,7 @@ module Sonde
 
   ProcessHooks.install
   TrapGuard.install
+  RactorGuard.install
 
   class << self
     # This process's Sonde::Session: the run, its exporters and its fork and

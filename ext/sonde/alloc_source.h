@@ -70,6 +70,20 @@ void alloc_source_after_tick(sonde_run *run);
 // the stop and flushes.
 void alloc_source_close_window(sonde_run *run);
 
+// With the GVL, on the main Ractor: stops sampling allocations for the rest
+// of the run (the hook off for good, what it heard recorded, the tracked
+// heap still checked and recorded). Ruby 3.1's NEWOBJ hook crashes the VM
+// while a Ractor is created (Ruby bug #18464): lib/sonde/ractor_guard.rb
+// calls this before Ractor.new there. Returns whether it was on.
+bool alloc_source_turn_off(sonde_run *run);
+
+// With the GVL, on the main Ractor: whether other Ractors may be running
+// now. While they may, the live heap is neither checked nor recorded (the
+// checks and records skipped are counted): they allocate and sweep the
+// same heap in parallel. Set by profiler.c at the start, at Ractor.new and
+// before each flush's and the stop's heap record.
+void alloc_source_set_other_ractors(sonde_run *run, bool running);
+
 // For the profile's header: which sample types this run fills.
 bool alloc_source_samples_allocations(const sonde_run *run);
 bool alloc_source_tracks_heap(const sonde_run *run);

@@ -12,14 +12,17 @@
 #include "cpu_timers.h"
 #include "sampling_pass.h"
 #include "thread_contexts.h"
+#include "vm.h"
 
 // The active run's thread-begin hook (a TracePoint), or Qnil. Set by start,
 // cleared by stop, with the GVL; registered with the GC at load.
 static VALUE thread_begin_hook = Qnil;
 
+// A TracePoint of the main Ractor: it fires for the main Ractor's threads
+// only (checked anyway: another Ractor's thread is never met).
 static void on_thread_begin(VALUE tracepoint, void *unused) {
   sonde_run *run = run_active();
-  if (run != NULL && run->timers != NULL) sampling_pass_meet_current_thread(run);
+  if (run != NULL && run->timers != NULL && vm_on_main_ractor()) sampling_pass_meet_current_thread(run);
 }
 
 static sonde_status start_cpu_timers(sonde_run *run, char *error, size_t error_size) {

@@ -69,6 +69,9 @@ static bool gc_cpu_time_wanted(const gc_source *gc) {
 
 static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
   gc_source *gc = data;
+  // The hook is the main Ractor's (TracePoints are per Ractor): a GC that
+  // another Ractor's thread runs is not timed here.
+  if (!vm_on_main_ractor()) return;
   rb_trace_arg_t *arg = rb_tracearg_from_tracepoint(tracepoint);
   switch (rb_tracearg_event_flag(arg)) {
     case RUBY_INTERNAL_EVENT_GC_ENTER:

@@ -6,6 +6,7 @@
 #include "own_threads.h"
 
 #include "run.h"
+#include "vm.h"
 
 void own_threads_init(own_threads *own) {
   own->count = 0;
@@ -39,10 +40,12 @@ void own_threads_mark(const own_threads *own) {
   for (int i = 0; i < own->count; i++) rb_gc_mark(own->threads[i]);
 }
 
+// Sonde's threads are the main Ractor's: another Ractor's list has none,
+// and must not read the run's table while the main Ractor changes it.
 static VALUE thread_list_without_sonde(VALUE self) {
   VALUE all = rb_call_super(0, NULL);
   sonde_run *run = run_active();
-  if (run == NULL || run->own->count == 0 || !RB_TYPE_P(all, T_ARRAY)) return all;
+  if (run == NULL || run->own->count == 0 || !RB_TYPE_P(all, T_ARRAY) || !vm_on_main_ractor()) return all;
   VALUE kept = rb_ary_new_capa(RARRAY_LEN(all));
   for (long i = 0; i < RARRAY_LEN(all); i++) {
     VALUE thread = RARRAY_AREF(all, i);

@@ -23,6 +23,7 @@
 #include "gc_source.h"
 #include "own_threads.h"
 #include "profile_export.h"
+#include "ractor_accounting.h"
 #include "recorder_slots.h"
 #include "run.h"
 #include "sampling_pass.h"
@@ -56,6 +57,7 @@ typedef struct {
   bool handler_installed;
   bool vm_run_begun;
   bool halted; // sampling is over (stop, or process exit); the profile is still to be taken
+  ractor_accounting ractors; // what the profile leaves out of other Ractors
 } profiler_state;
 
 // Holds the running profiler so that the GC marks what it refers to: the
@@ -193,6 +195,8 @@ static void halt_sampling(profiler_state *state) {
 static sonde_status start_sampling(profiler_state *state, char *error, size_t error_size) {
   sonde_run *run = &state->run;
   signal_sampler_reset_stats();
+  ractor_accounting_start(&state->ractors);
+  alloc_source_set_other_ractors(run, ractor_accounting_others_alive());
   vm_begin_run();
   state->vm_run_begun = true;
   if (run->settings.use_signals) {
@@ -315,11 +319,13 @@ static VALUE stats_hash(const profiler_state *state) {
   rb_hash_aset(hash, ID2SYM(rb_intern("signals")), run->settings.use_signals ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("gc")), run->settings.record_gc ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(run->settings.overhead_target_percent));
+  ractor_accounting_add_stats(&state->ractors, recorder_slots_active(run->slots), hash);
   return hash;
 }
 
-static VALUE period_result(const profiler_state *state, const recorder_period *period, bool export, VALUE comments,
-                           VALUE label_sets) {
+static VALUE period_result(profiler_state *state, const recorder_period *period, bool export, VALUE comments,
+                           VALUE label_sets, bool final) {
+  comments = ractor_accounting_end_period(&state->ractors, period->rec, comments, final);
   profile_export_times times = {
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,
@@ -350,7 +356,10 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
   // The heap as of the stop, checked while the source still runs (not for
   // a profile that is dropped unencoded: a forked child's).
-  if (!state->halted && RTEST(export)) alloc_source_record_heap(&state->run);
+  if (!state->halted && RTEST(export)) {
+    alloc_source_set_other_ractors(&state->run, ractor_accounting_others_alive());
+    alloc_source_record_heap(&state->run);
+  }
   halt_sampling(state);
   int64_t end = clocks_monotonic_ns();
   run_set_active(NULL);
@@ -359,7 +368,7 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   VALUE holder = profiler_holder;
   profiler_holder = Qnil;
   recorder_period period = recorder_slots_final_period(state->run.slots, end);
-  VALUE result = period_result(state, &period, RTEST(export), comments, label_sets);
+  VALUE result = period_result(state, &period, RTEST(export), comments, label_sets, true);
   // Free now rather than at the holder's collection: a profile can be large.
   RTYPEDDATA_DATA(holder) = NULL;
   free_profiler(state);
@@ -375,7 +384,7 @@ typedef struct {
 
 static VALUE export_flushed_period(VALUE arg) {
   flush_run *run = (flush_run *)arg;
-  return period_result(run->state, &run->period, true, run->comments, run->label_sets);
+  return period_result(run->state, &run->period, true, run->comments, run->label_sets, false);
 }
 
 static VALUE finish_flush(VALUE arg) {
@@ -400,6 +409,7 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
     // spans windows until it heard enough, and must not leak into the
     // next profile (nor leave this one without any).
     alloc_source_close_window(&state->run);
+    alloc_source_set_other_ractors(&state->run, ractor_accounting_others_alive());
     alloc_source_record_heap(&state->run);
   }
   // We hold the GVL, and every pass runs with it: no pass is half-way
@@ -409,6 +419,25 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
     rb_raise(error_class("StateError"), "a flush is already in progress");
   }
   return rb_ensure(export_flushed_period, (VALUE)&run, finish_flush, (VALUE)&run);
+}
+
+// Native.ractor_created: Ractor.new is about to run on the main Ractor
+// (lib/sonde/ractor_guard.rb); counted for the stats and the profile's note.
+static VALUE native_ractor_created(VALUE self) {
+  profiler_state *state = current_state();
+  if (state != NULL && !state->halted) {
+    ractor_accounting_note_created(&state->ractors);
+    alloc_source_set_other_ractors(&state->run, true);
+  }
+  return Qnil;
+}
+
+// Native.turn_off_allocations -> true when allocation sampling was on and
+// is now off for the rest of the run (alloc_source_turn_off), else false.
+static VALUE native_turn_off_allocations(VALUE self) {
+  profiler_state *state = current_state();
+  if (state == NULL || state->halted) return Qfalse;
+  return alloc_source_turn_off(&state->run) ? Qtrue : Qfalse;
 }
 
 // Native.give_up_signals: the application is about to set its own SIGPROF
@@ -524,6 +553,8 @@ void profiler_define_methods(VALUE native) {
   rb_define_module_function(native, "stats", native_stats, 0);
   rb_define_module_function(native, "failure", native_failure, 0);
   rb_define_module_function(native, "give_up_signals", native_give_up_signals, 0);
+  rb_define_module_function(native, "turn_off_allocations", native_turn_off_allocations, 0);
+  rb_define_module_function(native, "ractor_created", native_ractor_created, 0);
   // The sample-type, unit and label names profiles carry (profile_names.h).
   rb_define_const(native, "PROFILE_NAMES", profile_export_names());
 }

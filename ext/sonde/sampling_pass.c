@@ -638,9 +638,15 @@ static void drain_with_gvl(sonde_run *run) {
 // The one postponed job: the SIGPROF handler queues it on the thread that
 // holds the GVL, which runs it at its next safe point (so does the
 // allocation hook, for the samples it took).
+//
+// Ruby runs a postponed job on the thread whose handler triggered it, and
+// a handler triggers it only on the main Ractor's GVL holder; should it run
+// on another Ractor's thread anyway, that thread holds only its own
+// Ractor's GVL while the main Ractor's threads run: it returns, and the
+// tick and captures wait for the main Ractor's next pass.
 static void sampling_job(void *unused) {
   sonde_run *run = run_active();
-  if (run == NULL) return;
+  if (run == NULL || !vm_on_main_ractor()) return;
   record_allocations(run, true);
   if (scheduler_take_tick(run->scheduler)) {
     sampling_pass_run_with_gvl(run, PASS_FROM_TICK);

@@ -58,6 +58,14 @@ typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
 // Remembers the main Ractor. Call once with the GVL, on the main Ractor.
 void vm_init(void);
 
+// Whether the calling thread is one of the main Ractor's. Sonde samples the
+// main Ractor only: a postponed job, a hook or a pass that finds itself on
+// another Ractor's thread (each Ractor runs in parallel with its own GVL)
+// must return at once, leaving its work to the main Ractor. For code that
+// holds its own Ractor's GVL, GC hooks included: allocates nothing, calls
+// no Ruby method, cannot raise.
+bool vm_on_main_ractor(void);
+
 // Calls visit for every living thread of the main Ractor, with GVL times as
 // of now_ns (monotonic) where the backend has them. Needs the GVL.
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data);

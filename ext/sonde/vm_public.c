@@ -9,7 +9,9 @@
 // - The hooks: READY, SUSPENDED and EXITED run WITHOUT the GVL, RESUMED
 //   with it, all of them inside Ruby's scheduler lock, and only RESUMED is
 //   sure to run on the thread the event is about (Ruby's 1:1 threads, the
-//   default; M:N threads are refused at init, see refuse_mn_threads). They
+//   main Ractor's default; M:N threads there are refused at init, see
+//   refuse_mn_threads; other Ractors' threads, M:N or not, are never
+//   sampled, see "Ractors" below). They
 //   only read and write this file's per-thread records with atomics and
 //   allocate or free a record (malloc, never Ruby). They never call Ruby.
 // - Functions marked signal-safe only read atomics and call pthread_self.
@@ -28,8 +30,17 @@
 // behind a sequence counter (odd while a hook writes; a reader that sees it
 // move reads again). Only the thread's own events write its record, and
 // Ruby sends one thread's events one after another, so there is one writer.
+//
+// Ractors: the GVL hooks fire for the threads of every Ractor, each Ractor
+// having its own GVL, while Sonde samples the main Ractor's threads only
+// (TracePoints, Thread.list and the registry are the main Ractor's). A
+// record says whether its thread is known to be of the main Ractor, which
+// only code running on the main Ractor can tell (vm_begin_run, the
+// thread-begin hook, a pass): until then its RESUMED never makes it the GVL
+// owner, so no tick and no postponed job goes to another Ractor's thread.
 #include <ruby.h>
 #include <ruby/debug.h>
+#include <ruby/ractor.h>
 #include <ruby/st.h>
 #include <ruby/thread.h>
 #include <ruby/version.h>
@@ -69,6 +80,9 @@ typedef struct {
   int64_t since_ns;             // when last_event happened (monotonic)
   int64_t total_ns[GVL_EVENT_COUNT]; // time spent after each event, up to since_ns
   uint64_t acquisitions;        // RESUMED events since Sonde met the thread (atomic)
+  // Set (atomic, once) by code on the main Ractor that met the thread there;
+  // only then do its RESUMED events make it the GVL owner.
+  int of_main_ractor;
 } thread_record;
 
 // Thread-specific storage for thread_record pointers; created at init.
@@ -132,6 +146,15 @@ static void set_gvl_owner_to_current_thread(void) {
   __atomic_store_n(&gvl_owner, (uintptr_t)pthread_self(), __ATOMIC_RELEASE);
 }
 
+static bool record_of_main_ractor(const thread_record *record) {
+  return __atomic_load_n(&record->of_main_ractor, __ATOMIC_ACQUIRE) != 0;
+}
+
+// Only from code running on the main Ractor about a thread of it.
+static void mark_of_main_ractor(thread_record *record) {
+  __atomic_store_n(&record->of_main_ractor, 1, __ATOMIC_RELEASE);
+}
+
 // A thread that lets go of the GVL clears the owner only if the owner is
 // still that thread: whatever the order in which Ruby runs two threads'
 // hooks, the owner is never cleared from under the thread that took the GVL
@@ -165,7 +188,8 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       record_event(record, GVL_EVENT_RESUMED);
     }
     __atomic_fetch_add(&record->acquisitions, 1, __ATOMIC_RELAXED);
-    set_gvl_owner_to_current_thread();
+    // Another Ractor's thread takes its own Ractor's GVL, not the main one's.
+    if (record_of_main_ractor(record)) set_gvl_owner_to_current_thread();
     return;
   }
   // A new thread's first READY runs on the thread that created it: the
@@ -286,11 +310,20 @@ static vm_thread_state off_gvl_state_of(VALUE thread, vm_thread_state state) {
 // The thread running a pass always has a true record: it holds the GVL, so
 // it reported RESUMED since Sonde loaded, or it is the thread that loaded
 // Sonde, or it is the thread that forked (its record holds the parent's tid).
+// Called on the main Ractor only (callers check vm_on_main_ractor or run
+// where only the main Ractor can: Sonde.start, the main Ractor's hooks).
 static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
-  if (record != NULL && record->pid == pid) return record;
+  if (record != NULL && record->pid == pid) {
+    if (!record_of_main_ractor(record)) {
+      mark_of_main_ractor(record);
+      set_gvl_owner_to_current_thread(); // it holds the GVL now: its RESUMED came before the mark
+    }
+    return record;
+  }
   thread_record *fresh = new_record_for_current_thread();
   if (fresh == NULL) return NULL;
+  mark_of_main_ractor(fresh);
   rb_internal_thread_specific_set(thread, record_key, fresh);
   free(record);
   set_gvl_owner_to_current_thread();
@@ -349,11 +382,16 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
   VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
   if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL; // no native thread yet
   thread_record *record = new_record(0, (pid_t)FIX2LONG(tid), GVL_EVENT_SUSPENDED);
-  if (record != NULL) rb_internal_thread_specific_set(thread, record_key, record);
+  if (record == NULL) return NULL;
+  mark_of_main_ractor(record); // from Thread.list, on the main Ractor
+  rb_internal_thread_specific_set(thread, record_key, record);
   return record;
 }
 
+// A TracePoint enabled on the main Ractor fires for the main Ractor's
+// threads only; checked anyway, as every hook of Sonde's is.
 static void on_thread_begin(VALUE tracepoint, void *unused) {
+  if (!vm_on_main_ractor()) return;
   VALUE thread = rb_thread_current();
   record_of_current_thread(thread, getpid());
   registry_add(thread, Qnil); // a thread is named after it starts, through Thread#name=
@@ -371,11 +409,14 @@ void vm_begin_run(void) {
       record = record_of_current_thread(thread, pid);
     } else if (record == NULL || record->pid != pid) {
       record = record_of_thread_met_late(thread);
-    } else if (record->tid == 0) {
-      // Born READY and not run yet: 1:1 threads get their native thread
-      // before they first queue for the GVL, so Ruby knows the tid already.
-      VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
-      if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
+    } else {
+      mark_of_main_ractor(record); // listed by Thread.list, on the main Ractor
+      if (record->tid == 0) {
+        // Born READY and not run yet: 1:1 threads get their native thread
+        // before they first queue for the GVL, so Ruby knows the tid already.
+        VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+        if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
+      }
     }
     if (record != NULL) registry_add(thread, rb_funcall(thread, id_name, 0));
   }
@@ -392,8 +433,11 @@ void vm_end_run(void) {
 
 // Prepended to Thread: a thread renamed during a run is renamed in the
 // registry. Runs in the renaming code's own call, where calling Ruby is fine.
+// The registry is the main Ractor's: a Ractor's thread renaming itself
+// must not read it while the main Ractor's threads change it.
 static VALUE thread_name_set(VALUE self, VALUE name) {
   VALUE result = rb_call_super(1, &name);
+  if (!vm_on_main_ractor()) return result;
   long index = registry_index_of(self);
   if (index >= 0) rb_ary_store(registry, index + 1, rb_funcall(self, id_name, 0));
   return result;
@@ -624,27 +668,91 @@ bool vm_postponed_job_trigger_signal_safe(void) {
   return true;
 }
 
-// RUBY_MN_THREADS=1 (Ruby reads it once at boot: any positive number) runs
-// the main Ractor's threads M:N, several Ruby threads taking turns on one
-// native thread. Then a pthread, its CPU clock and its tid no longer belong
-// to one Ruby thread, and the hooks may run on another native thread than
-// their thread's: Sonde refuses rather than mislabel every sample.
-#define MN_THREADS_VARIABLE "RUBY_MN_THREADS"
+// RUBY_MN_THREADS=1 (Ruby reads it once at boot) runs the main Ractor's
+// threads M:N, several Ruby threads taking turns on one native thread. Then
+// a pthread, its CPU clock and its tid no longer belong to one Ruby thread,
+// and the hooks may run on another native thread than their thread's:
+// Sonde refuses rather than mislabel every sample.
+//
+// Told from what the VM does, not from the environment (an application or
+// a launcher may delete the variable after boot): probe threads are started
+// one after another, each reporting its kernel tid and then waiting on a
+// queue. With 1:1 threads every live thread has a native thread of its own,
+// so the tids all differ; under M:N a waiting thread gives its native
+// thread back and the next probe runs on it (seen on 3.3 and 3.4: all four
+// on one). Costs four short-lived threads at load.
+#define MN_PROBE_THREADS 4
+
+typedef struct {
+  VALUE reports, gate;              // Thread::Queue each
+  VALUE threads[MN_PROBE_THREADS];
+  long tids[MN_PROBE_THREADS + 1];  // the loading thread's, then each probe's
+  int started;
+  bool shared;
+} mn_probe;
+
+static VALUE mn_probe_thread(void *arg) {
+  mn_probe *probe = arg;
+  rb_funcall(probe->reports, rb_intern("push"), 1, LONG2NUM((long)syscall(SYS_gettid)));
+  return rb_funcall(probe->gate, rb_intern("pop"), 0);
+}
+
+static VALUE mn_probe_start(VALUE arg) {
+  mn_probe *probe = (mn_probe *)arg;
+  probe->tids[0] = (long)syscall(SYS_gettid);
+  while (probe->started < MN_PROBE_THREADS) {
+    probe->threads[probe->started] = rb_thread_create(mn_probe_thread, probe);
+    probe->started++;
+    long tid = NUM2LONG(rb_funcall(probe->reports, rb_intern("pop"), 0));
+    for (int i = 0; i < probe->started; i++) probe->shared |= probe->tids[i] == tid;
+    probe->tids[probe->started] = tid;
+  }
+  return Qnil;
+}
+
+// Whatever happened, the probes that started are let go and joined.
+static VALUE mn_probe_finish(VALUE arg) {
+  mn_probe *probe = (mn_probe *)arg;
+  for (int i = 0; i < probe->started; i++) rb_funcall(probe->gate, rb_intern("push"), 1, Qnil);
+  for (int i = 0; i < probe->started; i++) rb_funcall(probe->threads[i], rb_intern("join"), 0);
+  return Qnil;
+}
 
 static void refuse_mn_threads(void) {
-  const char *setting = getenv(MN_THREADS_VARIABLE);
-  if (setting == NULL || atoi(setting) <= 0) return;
+  VALUE queue = rb_path2class("Thread::Queue");
+  mn_probe probe = {.reports = rb_class_new_instance(0, NULL, queue), .gate = rb_class_new_instance(0, NULL, queue)};
+  rb_ensure(mn_probe_start, (VALUE)&probe, mn_probe_finish, (VALUE)&probe);
+  RB_GC_GUARD(probe.reports);
+  RB_GC_GUARD(probe.gate);
+  if (!probe.shared) return;
+  int distinct = 0;
+  for (int i = 0; i <= MN_PROBE_THREADS; i++) {
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen |= probe.tids[j] == probe.tids[i];
+    distinct += !seen;
+  }
   rb_raise(rb_path2class("Sonde::UnsupportedError"),
-           "Sonde cannot profile Ruby's M:N threads (" MN_THREADS_VARIABLE "=%s): CPU time and thread ids "
-           "are per native thread, which several Ruby threads share; run without " MN_THREADS_VARIABLE,
-           setting);
+           "Sonde cannot profile Ruby's M:N threads (RUBY_MN_THREADS=1): Ruby threads share native threads "
+           "in this process (at load, %d live threads ran on %d), and CPU time and thread ids are per native "
+           "thread; run without RUBY_MN_THREADS",
+           MN_PROBE_THREADS + 1, distinct);
 }
+
+// Set on the main Ractor at init; any other Ractor reads NULL for it
+// (Ruby's ractor-local storage, read without allocating: the main Ractor's
+// value is a cached word, another Ractor's a lookup in its own table).
+static rb_ractor_local_key_t main_ractor_key;
+static char main_ractor_marker;
+
+bool vm_on_main_ractor(void) { return rb_ractor_local_storage_ptr(main_ractor_key) == &main_ractor_marker; }
 
 // With the GVL, on whichever thread loads Sonde: that thread holds the GVL
 // now, so it is the owner until its next SUSPENDED. Raises
 // Sonde::UnsupportedError, before changing anything, under M:N threads.
 void vm_init(void) {
   refuse_mn_threads();
+  main_ractor_key = rb_ractor_local_storage_ptr_newkey(NULL);
+  rb_ractor_local_storage_ptr_set(main_ractor_key, &main_ractor_marker);
   id_list = rb_intern("list");
   id_name = rb_intern("name");
   id_native_thread_id = rb_intern("native_thread_id");

@@ -47,6 +47,12 @@ static void remember_sleeping_owners(void) {
   }
 }
 
+// The Ractor of the calling thread's execution context (a thread-local).
+bool vm_on_main_ractor(void) {
+  const rb_execution_context_t *ec = rb_current_execution_context(false);
+  return ec != NULL && main_ractor != NULL && rb_ec_ractor_ptr(ec) == main_ractor;
+}
+
 void vm_init(void) {
   main_ractor = GET_VM()->ractor.main_ractor;
   remember_sleeping_owners();

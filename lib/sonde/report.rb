@@ -97,10 +97,24 @@ module Sonde
       else
         render_tables(io, @samples)
       end
+      render_notes(io)
       io
     end
 
+    # What Sonde wrote into the profile about what it leaves out (threads of
+    # other Ractors, ext/sonde/ractor_accounting.c): comments it starts so.
+    NOTE_PREFIX = "sonde: "
+
+    def self.notes(profile)
+      profile.comments.select { |comment| comment.start_with?(NOTE_PREFIX) }
+                      .map { |comment| comment.delete_prefix(NOTE_PREFIX) }
+    end
+
     private
+
+    def render_notes(io)
+      Report.notes(@profile).each { |note| io.puts "Note: #{note}" }
+    end
 
     def check_option(name, value, accepted)
       return if accepted.include?(value)
