@@ -45,13 +45,6 @@ class PumaTest < Minitest::Test
     FileUtils.remove_entry(@dir) if @dir
   end
 
-  def free_port
-    server = TCPServer.new("127.0.0.1", 0)
-    server.addr[1]
-  ensure
-    server&.close
-  end
-
   def start_puma(port, rackup: "config.ru", env: {})
     env = {
       "RUBYOPT" => "-I#{LIB} -rsonde/auto", "SONDE_EXPORT" => "dir:#{@dir}", "SONDE_SERVICE" => "puma-test",

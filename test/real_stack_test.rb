@@ -357,13 +357,6 @@ class RealStackTest < Minitest::Test
     File.read(log).lines.reject { |line| line.start_with?("\tfrom ") }.last(40).join
   end
 
-  def free_port
-    server = TCPServer.new("127.0.0.1", 0)
-    server.addr[1]
-  ensure
-    server&.close
-  end
-
   def monotonic
     Process.clock_gettime(Process::CLOCK_MONOTONIC)
   end

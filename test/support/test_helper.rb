@@ -26,6 +26,15 @@ module SondeTestHelper
     end
   RUBY
 
+  # A loopback port free now (bound, then closed), for a server a test starts.
+  def free_port
+    require "socket"
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
   # Runs a Ruby script with Sonde on the load path; returns [stdout, stderr, status].
   def run_ruby(*args, env: {}, chdir: nil)
     options = chdir ? { chdir: chdir } : {}
