@@ -355,7 +355,6 @@ class PprofAppTest < Minitest::Test
     burner.join
     assert_equal 200, status
     profile = Sonde::Pprof.decode(body.join)
-    names = profile.samples.map { |sample| sample.labels["thread name"] }.uniq
     capturer_samples = profile.samples.select { |sample| sample.labels["thread name"] == "capturer" }
     assert_empty capturer_samples.map { |sample| [sample.labels, sample.values, profile.frames(sample).first(3)] }
     assert_empty profile.samples.select { |sample| sample.labels["endpoint"] == "GET /debug" }
