@@ -561,6 +561,8 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   thread_context *context = thread_contexts_find_by_tid(run->contexts, captured->tid);
   // Sonde's own threads (the flusher, exporters) are not profiled.
   if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
+  // Nor is a muted thread (a live capture's own request).
+  if (context != NULL && own_threads_contains(run->muted, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->keep_unmet) return CAPTURE_KEPT;
   // Between passes a new thread may have named itself: its samples say so
   // (as CPU samples do; passes are rare where the GVL holder never reaches

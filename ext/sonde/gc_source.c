@@ -154,6 +154,9 @@ bool gc_source_record_pending(sonde_run *run) {
   char own_name[THREAD_NAME_SIZE];
   const char *thread_name = own_name;
   thread_context *context = gc->gc_tid ? thread_contexts_find_by_tid(run->contexts, gc->gc_tid) : NULL;
+  // A GC run by a muted thread (a live capture's own request, which
+  // allocates its response) is left out with the rest of that thread.
+  if (context != NULL && own_threads_contains(run->muted, context->thread)) return true;
   if (context != NULL) {
     // Named as the thread is named now: it may have named itself since the
     // last pass met it (a new thread names itself after it starts).

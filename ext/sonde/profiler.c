@@ -465,9 +465,9 @@ static VALUE native_ignore_thread(VALUE self, VALUE thread) {
   return own_threads_add(&state->own, thread) ? Qtrue : Qfalse;
 }
 
-// Native.mute_thread(thread, muted): while muted, the thread's wall samples
-// are not recorded (its baselines still move on, so nothing is charged
-// later). For the request thread of a live capture, which would otherwise
+// Native.mute_thread(thread, muted): while muted, none of the thread's
+// samples are recorded: wall, CPU, the GCs it runs, its allocations (its
+// baselines still move on, so nothing is charged later). For the request thread of a live capture, which would otherwise
 // be in the profile it answers, asleep under its own endpoint.
 static VALUE native_mute_thread(VALUE self, VALUE thread, VALUE muted) {
   profiler_state *state = current_state();

@@ -44,7 +44,7 @@ typedef struct sonde_run {
   recorder_slots *slots;     // the two recorders and the flush periods
   sampling_pass *pass;       // the pass that records with the GVL, and its failure
   own_threads *own;          // Sonde's own Ruby threads, left out of profiles and Thread.list
-  own_threads *muted;        // threads whose wall time is not recorded (a live capture's request thread)
+  own_threads *muted;        // threads left out of the profile (a live capture's request thread)
   alloc_source *alloc;       // allocation and live-heap samples; NULL when not asked for
 } sonde_run;
 

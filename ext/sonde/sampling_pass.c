@@ -220,6 +220,9 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
   // A thread of Sonde's met before it was registered as one (its first
   // instructions run before Thread.new returns): not profiled.
   if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
+  // A muted thread (a live capture's own request) is not in the profile,
+  // its CPU no more than its wall time.
+  if (context != NULL && own_threads_contains(run->muted, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->mode == DRAIN_CPU_ONLY) return CAPTURE_KEPT;
   // Between passes a new thread may have named itself: its samples say so.
   if (context != NULL && drain->mode == DRAIN_CPU_ONLY) thread_contexts_refresh_name_now(context);
