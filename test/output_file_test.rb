@@ -143,7 +143,67 @@ class OutputFileTest < Minitest::Test
     end
   end
 
+  # --- this process's own descriptors (/dev/stdout) ----------------------------
+
+  # /dev/stdout is a link to /proc/self/fd/1: opened, it would be a new open
+  # file at offset 0 (overwriting what stdout already wrote to a file), and
+  # by the rename rule its file would be swapped out under the shell.
+  def test_dev_stdout_is_written_through_the_descriptor_where_its_next_bytes_go
+    out = File.join(@dir, "stdout.txt")
+    File.binwrite(out, "kept\n")
+    script = <<~RUBY
+      require "sonde/output_file"
+      print "before "
+      Sonde::OutputFile.write("/dev/stdout", "PROFILE")
+      Sonde::OutputFile.write("/dev/fd/1", "+FD")
+      puts " after"
+    RUBY
+    File.open(out, "a") do |file|
+      err, status = run_with_stdout(file, RbConfig.ruby, "-I#{LIB}", "-e", script)
+      assert status.success?, err
+    end
+    assert_equal "kept\nbefore PROFILE+FD after\n", File.binread(out)
+  end
+
+  def test_sonde_record_to_dev_stdout_keeps_the_commands_output_and_its_children_write_elsewhere
+    out = File.join(@dir, "record.out")
+    command = [RbConfig.ruby, "-e", "puts 'hello'; $stdout.flush; Process.wait(fork { 1 + 1 })"]
+    err = File.open(out, "w") do |file|
+      err, status = run_with_stdout(file, RbConfig.ruby, "-I#{LIB}", EXE, "record", "-o", "/dev/stdout", "--", *command)
+      assert status.success?, err
+      err
+    end
+    bytes = File.binread(out)
+    assert bytes.start_with?("hello\n"), bytes[0, 40].inspect
+    profile = Sonde::Pprof.decode(bytes.delete_prefix("hello\n"))
+    refute_empty profile.sample_types
+    child = err[%r{sonde: wrote (\S+) \(another Ruby process\)}, 1]
+    assert child, err
+    assert_match(/\A#{Regexp.escape(File.join(Dir.tmpdir, "sonde-stdout."))}\d+\.pprof\z/, child)
+    assert File.file?(child), "the child's profile is a file of its own"
+    File.unlink(child)
+    assert_empty Dir.glob("/dev/stdout.*"), "nothing is created in /dev"
+  end
+
+  def test_format_html_refuses_an_output_it_cannot_read_back
+    _out, err, status = run_sonde("record", "-o", "/dev/stdout", "--format", "html", "--", RbConfig.ruby, "-e", "1")
+    assert_equal 2, status.exitstatus
+    assert_equal "sonde record: --format html needs -o FILE to be a regular file or a new path (the page is drawn " \
+                 "from it); /dev/stdout is not (a device, a FIFO or a link to one)\n", err
+  end
+
   private
+
+  # [stderr, status] of a command whose stdout is file.
+  def run_with_stdout(file, *command)
+    err_read, err_write = IO.pipe
+    pid = Process.spawn(*command, out: file, err: err_write)
+    err_write.close
+    err = err_read.read
+    [err, Process.wait2(pid).last]
+  ensure
+    err_read&.close
+  end
 
   # Yields a FIFO (with a reader), a symlink and a character device in turn,
   # and checks after each write that it is still what it was and that the

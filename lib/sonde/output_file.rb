@@ -13,6 +13,9 @@ module Sonde
   #   device, a FIFO or a /proc link is opened and written in place, as
   #   `cat > path` would: renaming over /dev/null would replace /dev/null. A
   #   symlink stays a link: its target gets the bytes, by the same rules.
+  # - A path that names one of this process's descriptors (/dev/stdout,
+  #   /dev/fd/3) is written through that descriptor, where its next bytes
+  #   would go: `-o /dev/stdout > out` neither overwrites nor replaces out.
   #
   # The temporary file is PATH.<pid>.tmp; one left by a writer that was
   # killed (its pid no longer runs) is removed by the next write to PATH.
@@ -26,6 +29,11 @@ module Sonde
     # already (a symlink planted in a shared directory would be followed).
     OPEN_FLAGS = File::WRONLY | File::CREAT | File::EXCL
     WRITE_IN_PLACE = File::WRONLY
+    # /proc/<pid>/fd/N (and a thread's /proc/<pid>/task/<tid>/fd/N), as
+    # realpath spells /proc/self/fd/N.
+    OWN_DESCRIPTOR = %r{\A/proc/(\d+)(?:/task/\d+)?/fd/(\d+)\z}.freeze
+    # As the kernel's limit on symlinks followed in one lookup (ELOOP).
+    MAX_LINK_HOPS = 40
 
     module_function
 
@@ -40,6 +48,7 @@ module Sonde
       case how
       when :replace then replace(target, bytes, sync: sync, temporary: temporary, &block)
       when :in_place then write_in_place(target, bytes, &block)
+      when :descriptor then write_to_descriptor(target, bytes, &block)
       end
       path
     end
@@ -48,18 +57,32 @@ module Sonde
     # path is a regular file or new, else a copy into it (from is removed).
     def move(from, path)
       how, target = destination(path.to_s)
-      if how == :replace
-        File.rename(from, target)
-      else
-        write_in_place(target, File.binread(from))
-        File.unlink(from)
+      case how
+      when :replace then File.rename(from, target)
+      when :in_place then write_in_place(target, File.binread(from))
+      when :descriptor then write_to_descriptor(target, File.binread(from))
       end
+      File.unlink(from) unless how == :replace
     end
 
-    # [:replace, the regular file (or new path) to rename over] or
-    # [:in_place, the path to open and write]. Raises Errno::EISDIR for a
-    # directory.
+    # Whether path is written in place (a device, a FIFO, a /proc link, or a
+    # symlink to one) rather than replaced; false for a path that cannot be
+    # examined (the write then says why).
+    def writes_in_place?(path)
+      destination(path.to_s).first != :replace
+    rescue SystemCallError
+      false
+    end
+
+    # [:replace, the regular file (or new path) to rename over],
+    # [:in_place, the path to open and write], or [:descriptor, N] for a
+    # path that names this process's own descriptor N (/dev/stdout,
+    # /dev/fd/N, /proc/self/fd/N): written through that descriptor. Raises
+    # Errno::EISDIR for a directory.
     def destination(path)
+      descriptor = own_descriptor(path)
+      return [:descriptor, descriptor] if descriptor
+
       stat = lstat(path)
       return [:replace, path] if stat.nil? || stat.file?
       raise Errno::EISDIR, path if stat.directory?
@@ -67,6 +90,29 @@ module Sonde
 
       target = link_target(path)
       target ? [:replace, target] : [:in_place, path]
+    end
+
+    # The descriptor N when path leads, through its links, to
+    # /proc/<this pid>/fd/N. Opening such a path would make a new open file
+    # at offset 0 and, for a file, the rename rule would replace it:
+    # `sonde record -o /dev/stdout -- cmd > out` would overwrite what cmd
+    # printed, or swap out the shell's file. Written through the inherited
+    # descriptor, the bytes go where stdout's next bytes would go.
+    def own_descriptor(path)
+      current = File.expand_path(path)
+      MAX_LINK_HOPS.times do
+        current = File.join(File.realpath(File.dirname(current)), File.basename(current))
+        match = OWN_DESCRIPTOR.match(current)
+        return Integer(match[2], 10) if match && Integer(match[1], 10) == Process.pid
+
+        stat = lstat(current)
+        return nil unless stat&.symlink?
+
+        current = File.expand_path(File.readlink(current), File.dirname(current))
+      end
+      nil
+    rescue SystemCallError
+      nil
     end
 
     # The regular file (or the missing file) a symlink leads to, or nil when
@@ -122,6 +168,16 @@ module Sonde
         fill(io, bytes, &block)
         io.flush
       end
+    end
+
+    # Through the descriptor itself, left open: not truncated, appended at
+    # its offset (or, with O_APPEND, its end). What $stdout or $stderr
+    # buffered for it goes first.
+    def write_to_descriptor(descriptor, bytes, &block)
+      [$stdout, $stderr].each { |io| io.flush if !io.closed? && io.fileno == descriptor }
+      io = IO.for_fd(descriptor, "wb", autoclose: false)
+      fill(io, bytes, &block)
+      io.flush
     end
 
     def fill(io, bytes)

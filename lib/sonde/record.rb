@@ -6,6 +6,8 @@
 # it says why on stderr and the program runs unprofiled.
 require_relative "../sonde"
 require_relative "record_notes"
+require_relative "output_file"
+require "tmpdir"
 
 module Sonde
   module Record
@@ -36,10 +38,18 @@ module Sonde
       end
     end
 
-    # out.pprof -> out.<pid>.pprof
+    # out.pprof -> out.<pid>.pprof. Beside a device, a FIFO or a /proc link
+    # (-o /dev/stdout, -o /dev/null) there is no file to put beside it
+    # (/dev/null.<pid> would be a new file in /dev, and as root it would be
+    # created): that process's profile goes to the temporary directory,
+    # /tmp/sonde-null.<pid>.pprof, and `sonde record` says where (or, when it
+    # is the only profile, writes it into FILE).
     def per_process_path(output, pid)
       extension = File.extname(output)
-      "#{output.delete_suffix(extension)}.#{pid}#{extension}"
+      return "#{output.delete_suffix(extension)}.#{pid}#{extension}" unless OutputFile.writes_in_place?(output)
+
+      stem = File.basename(output, extension)
+      File.join(Dir.tmpdir, "sonde-#{stem}.#{pid}#{extension.empty? ? ".pprof" : extension}")
     end
 
     # The process `sonde record` started (or what it exec'd into, or the

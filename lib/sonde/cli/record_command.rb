@@ -109,6 +109,12 @@ module Sonde
           return :help
         end
         raise OptionParser::ParseError, "no command given; usage: sonde record [OPTIONS] -- COMMAND [ARGS...]" if arguments.empty?
+        # The page is drawn from FILE once written: a device or a FIFO cannot
+        # be read back, and FILE.html beside /dev/stdout would be a new file in /dev.
+        if @format == "html" && OutputFile.writes_in_place?(File.expand_path(@output))
+          raise Sonde::ArgumentError, "--format html needs -o FILE to be a regular file or a new path " \
+                                          "(the page is drawn from it); #{@output} is not (a device, a FIFO or a link to one)"
+        end
 
         arguments
       end
