@@ -31,6 +31,9 @@ module Sonde
   autoload :SidekiqMiddleware, File.expand_path("sonde/sidekiq", __dir__)
   autoload :ActiveJobLabels, File.expand_path("sonde/active_job", __dir__)
   autoload :Sinatra, File.expand_path("sonde/sinatra", __dir__)
+  # The pprof reader (Sonde::Pprof.decode(bytes)), for scripts that look
+  # into a profile.
+  autoload :Pprof, File.expand_path("sonde/pprof", __dir__)
 
   @session = Session.new
 

@@ -128,10 +128,10 @@ class RailsTest < Minitest::Test
 
   def test_require_sonde_reaches_every_integration
     out, err, status = run_ruby("-rsonde", "-e", <<~RUBY)
-      puts [Sonde::PprofApp, Sonde::Middleware, Sonde::SidekiqMiddleware, Sonde::Sinatra].map(&:name).join(",")
+      puts [Sonde::PprofApp, Sonde::Middleware, Sonde::SidekiqMiddleware, Sonde::Sinatra, Sonde::Pprof].map(&:name).join(",")
     RUBY
     assert status.success?, err
-    assert_equal "Sonde::PprofApp,Sonde::Middleware,Sonde::SidekiqMiddleware,Sonde::Sinatra", out.strip
+    assert_equal "Sonde::PprofApp,Sonde::Middleware,Sonde::SidekiqMiddleware,Sonde::Sinatra,Sonde::Pprof", out.strip
   end
 
   def test_a_mistyped_setting_is_refused_at_boot
