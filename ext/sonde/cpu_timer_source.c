@@ -1,9 +1,9 @@
 // cpu_timer_source.c: the CPU-timer event source (see the header).
 //
-// With the GVL: start, stop, stats, and the thread-begin hook, which Ruby
-// runs on the new thread as it starts (RUBY_EVENT_THREAD_BEGIN: an event
-// hook for threads only, which costs nothing elsewhere; no per-line or
-// per-call event is enabled). forget_after_fork runs in a forked child.
+// With the GVL: start, stop, stats, and the thread-begin and thread-end
+// hooks, which Ruby runs on the thread as it starts and as it ends
+// (RUBY_EVENT_THREAD_BEGIN and _END: event hooks for threads only, which
+// cost nothing elsewhere; no per-line or per-call event is enabled). forget_after_fork runs in a forked child.
 #include "cpu_timer_source.h"
 
 #include <ruby/debug.h>
@@ -17,6 +17,11 @@
 // The active run's thread-begin hook (a TracePoint), or Qnil. Set by start,
 // cleared by stop, with the GVL; registered with the GC at load.
 static VALUE thread_begin_hook = Qnil;
+// And its thread-end hook: RUBY_EVENT_THREAD_END, on the ending thread, for
+// a thread whose block returned (Ruby fires none for one killed or ended
+// by an exception: that one is forgotten at the next pass, or when its
+// native thread runs the next thread, on 3.1).
+static VALUE thread_end_hook = Qnil;
 
 // A TracePoint of the main Ractor: it fires for the main Ractor's threads
 // only (checked anyway: another Ractor's thread is never met).
@@ -25,15 +30,23 @@ static void on_thread_begin(VALUE tracepoint, void *unused) {
   if (run != NULL && run->timers != NULL && vm_on_main_ractor()) sampling_pass_meet_current_thread(run);
 }
 
+static void on_thread_end(VALUE tracepoint, void *unused) {
+  sonde_run *run = run_active();
+  if (run != NULL && run->timers != NULL && vm_on_main_ractor()) sampling_pass_end_current_thread(run);
+}
+
 static sonde_status start_cpu_timers(sonde_run *run, char *error, size_t error_size) {
   if (run->timers == NULL) return SONDE_OK; // no-signals mode
   static bool registered;
   if (!registered) {
     rb_gc_register_address(&thread_begin_hook);
+    rb_gc_register_address(&thread_end_hook);
     registered = true;
   }
   thread_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
   rb_tracepoint_enable(thread_begin_hook);
+  thread_end_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_END, on_thread_end, NULL);
+  rb_tracepoint_enable(thread_end_hook);
   return SONDE_OK;
 }
 
@@ -41,6 +54,10 @@ static void stop_cpu_timers(sonde_run *run) {
   if (!NIL_P(thread_begin_hook)) {
     rb_tracepoint_disable(thread_begin_hook);
     thread_begin_hook = Qnil;
+  }
+  if (!NIL_P(thread_end_hook)) {
+    rb_tracepoint_disable(thread_end_hook);
+    thread_end_hook = Qnil;
   }
   if (run->timers != NULL) cpu_timers_disarm_all(run->timers);
 }

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -166,7 +167,8 @@ static struct timespec timespec_of(int64_t ns) {
   return (struct timespec){.tv_sec = ns / NANOS_PER_SECOND, .tv_nsec = ns % NANOS_PER_SECOND};
 }
 
-cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thread_handle, cpu_timer_ref *ref) {
+cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thread_handle, int64_t count_from_ns,
+                                cpu_timer_ref *ref) {
   *ref = 0;
   clockid_t clock;
   if (!clocks_thread_cpu_clock(tid, &clock)) return CPU_TIMER_THREAD_GONE;
@@ -196,7 +198,7 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
       if (result == CPU_TIMER_ARMED) {
         record->tid = (int32_t)tid;
         record->thread_handle = thread_handle;
-        record->last_cpu_ns = cpu_now - (timers->interval_ns - first_expiry);
+        record->last_cpu_ns = count_from_ns >= 0 && count_from_ns <= cpu_now ? count_from_ns : cpu_now;
         record->state = RECORD_LIVE;
         // Published before the timer can fire: its first signal must find it.
         __atomic_store_n(&record->generation, generation, __ATOMIC_RELEASE);
@@ -242,6 +244,33 @@ void cpu_timers_disarm(cpu_timers *timers, cpu_timer_ref ref) {
     }
   }
   pthread_mutex_unlock(&timers->lock);
+}
+
+// After the record's generation is cleared, a handler that passed the
+// check before may still be about to commit: it is inside until it has.
+// Handlers run a few dozen instructions; yielding covers one preempted.
+static void wait_for_handlers_to_leave(cpu_timers *timers) {
+  for (int spins = 0; spins < 1000 && __atomic_load_n(&timers->handlers_inside, __ATOMIC_SEQ_CST) != 0; spins++) {
+    sched_yield();
+  }
+}
+
+int64_t cpu_timers_finish(cpu_timers *timers, cpu_timer_ref ref, int64_t cpu_now_ns) {
+  if (ref == 0) return -1;
+  uint32_t index = (uint32_t)(ref >> GENERATION_BITS), generation = (uint32_t)(ref & GENERATION_MASK);
+  int64_t uncovered = -1;
+  pthread_mutex_lock(&timers->lock);
+  if (index < timers->chunk_count * CHUNK_SIZE) {
+    timer_record *record = record_at(timers, index);
+    if (record->state == RECORD_LIVE && __atomic_load_n(&record->generation, __ATOMIC_RELAXED) == generation) {
+      retire(timers, record);
+      wait_for_handlers_to_leave(timers);
+      int64_t covered = __atomic_load_n(&record->last_cpu_ns, __ATOMIC_ACQUIRE);
+      uncovered = cpu_now_ns > covered ? cpu_now_ns - covered : 0;
+    }
+  }
+  pthread_mutex_unlock(&timers->lock);
+  return uncovered;
 }
 
 void cpu_timers_disarm_all(cpu_timers *timers) {

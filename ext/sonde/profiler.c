@@ -85,7 +85,7 @@ static void mark_profiler(void *data) {
   for (size_t i = 0; i < SOURCE_COUNT; i++) SOURCES[i]->mark(run);
 }
 
-static void disarm_forgotten(thread_context *context, void *data) {
+static void disarm_forgotten(thread_context *context, void *data, bool clock_is_its_own) {
   cpu_timers *timers = data;
   if (timers != NULL && context->timer != 0) cpu_timers_disarm(timers, context->timer);
 }

@@ -49,6 +49,11 @@ void sampling_pass_record_captures(sonde_run *run, bool final);
 // once, so that its CPU timer runs from its first instruction.
 void sampling_pass_meet_current_thread(sonde_run *run);
 
+// From the thread-end hook, on the ending thread with the GVL: records the
+// CPU time its timer's signals did not cover, deletes its timer and
+// forgets it, so that ended threads cost nothing until the next pass.
+void sampling_pass_end_current_thread(sonde_run *run);
+
 // The exception that stopped sampling, or Qnil.
 VALUE sampling_pass_failure(const sampling_pass *pass);
 

@@ -35,6 +35,11 @@ uint64_t stacks_lost_allocations_frame_id(void);
 // stack.
 uint64_t stacks_no_ruby_frame_id(void);
 
+// The synthetic frame the CPU time a thread used since its last sample is
+// recorded under when it is counted after the thread is gone ("(CPU since
+// the thread's last sample)"): its stack cannot be read any more.
+uint64_t stacks_thread_end_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);

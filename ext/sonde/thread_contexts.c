@@ -20,6 +20,7 @@
 struct thread_contexts {
   st_table *by_handle; // VM thread handle -> thread_context *
   st_table *by_tid;    // native tid -> thread_context *
+  st_table *end_clocks; // native tid -> CPU clock reading (thread_contexts_note_end_clock)
   uint64_t pass;
 };
 
@@ -28,22 +29,32 @@ thread_contexts *thread_contexts_new(void) {
   if (contexts == NULL) return NULL;
   contexts->by_handle = st_init_numtable();
   contexts->by_tid = st_init_numtable();
+  contexts->end_clocks = st_init_numtable();
   return contexts;
 }
 
 typedef struct {
-  void (*on_forget)(thread_context *, void *);
+  thread_context_forget_fn on_forget;
   void *data;
   uint64_t pass; // forget those not seen in it; 0: all
   st_table *by_tid;
 } forget_run;
 
 static void forget_context(thread_context *context, forget_run *run) {
-  if (run->on_forget) run->on_forget(context, run->data);
   st_data_t tid = (st_data_t)context->native_tid, found;
   // Only if the tid still points here: a newer thread may have the same tid.
-  if (st_lookup(run->by_tid, tid, &found) && (thread_context *)found == context) st_delete(run->by_tid, &tid, NULL);
+  bool tid_is_its_own = st_lookup(run->by_tid, tid, &found) && (thread_context *)found == context;
+  if (run->on_forget) run->on_forget(context, run->data, tid_is_its_own);
+  if (tid_is_its_own) st_delete(run->by_tid, &tid, NULL);
   free(context);
+}
+
+void thread_contexts_forget(thread_contexts *contexts, thread_context *context, thread_context_forget_fn on_forget,
+                            void *data) {
+  st_data_t handle = (st_data_t)context->handle;
+  st_delete(contexts->by_handle, &handle, NULL);
+  forget_run run = {on_forget, data, 0, contexts->by_tid};
+  forget_context(context, &run);
 }
 
 static int forget_if_unseen(st_data_t key, st_data_t value, st_data_t arg) {
@@ -54,21 +65,40 @@ static int forget_if_unseen(st_data_t key, st_data_t value, st_data_t arg) {
   return ST_DELETE;
 }
 
-void thread_contexts_free(thread_contexts *contexts, void (*on_forget)(thread_context *, void *), void *data) {
+void thread_contexts_free(thread_contexts *contexts, thread_context_forget_fn on_forget, void *data) {
   if (contexts == NULL) return;
   forget_run run = {on_forget, data, 0, contexts->by_tid};
   st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
   st_free_table(contexts->by_handle);
   st_free_table(contexts->by_tid);
+  st_free_table(contexts->end_clocks);
   free(contexts);
 }
 
 void thread_contexts_begin_pass(thread_contexts *contexts) { contexts->pass++; }
 
-void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
+// A native thread that ended takes its clock with it.
+static int drop_if_clock_gone(st_data_t tid, st_data_t value, st_data_t arg) {
+  clockid_t clock;
+  return clocks_thread_cpu_clock((int64_t)tid, &clock) && clocks_cpu_ns(clock) >= 0 ? ST_CONTINUE : ST_DELETE;
+}
+
+void thread_contexts_forget_unseen(thread_contexts *contexts, thread_context_forget_fn on_forget,
                                    void *data) {
   forget_run run = {on_forget, data, contexts->pass, contexts->by_tid};
   st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
+  st_foreach(contexts->end_clocks, drop_if_clock_gone, 0);
+}
+
+void thread_contexts_note_end_clock(thread_contexts *contexts, int64_t tid, int64_t cpu_ns) {
+  st_insert(contexts->end_clocks, (st_data_t)tid, (st_data_t)cpu_ns);
+}
+
+bool thread_contexts_take_end_clock(thread_contexts *contexts, int64_t tid, int64_t *cpu_ns) {
+  st_data_t key = (st_data_t)tid, value;
+  if (!st_delete(contexts->end_clocks, &key, &value)) return false;
+  *cpu_ns = (int64_t)value;
+  return true;
 }
 
 size_t thread_contexts_count(const thread_contexts *contexts) { return contexts->by_handle->num_entries; }
@@ -139,20 +169,23 @@ thread_context *thread_contexts_find_by_handle(const thread_contexts *contexts, 
 }
 
 thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_info *info, bool *is_new,
-                                     void (*on_forget)(thread_context *, void *), void *data) {
+                                     thread_context_forget_fn on_forget, void *data) {
   *is_new = false;
   thread_context *context = thread_contexts_find_by_handle(contexts, info->handle);
   if (context != NULL && context->native_tid == info->native_tid) {
     context->last_seen_pass = contexts->pass;
     return context;
   }
-  if (context != NULL) {
-    // A freed thread's struct reused for a new thread: same handle, new tid.
-    st_data_t handle = (st_data_t)context->handle;
-    st_delete(contexts->by_handle, &handle, NULL);
-    forget_run run = {on_forget, data, 0, contexts->by_tid};
-    forget_context(context, &run);
-  }
+  // A freed thread's struct reused for a new thread: same handle, new tid.
+  if (context != NULL) thread_contexts_forget(contexts, context, on_forget, data);
+  // A tid runs one thread at a time: a context that has this tid under
+  // another handle is of a thread that ended, and Ruby 3.1 reuses ended
+  // threads' native threads (its thread cache) for new ones at once. Left
+  // until the next pass, its timer would go on firing on the new thread's
+  // CPU clock, charging that CPU twice (issue 23: 7x the process's CPU at
+  // 70,000 threads/s), and such contexts would pile up between passes.
+  thread_context *previous = info->native_tid > 0 ? thread_contexts_find_by_tid(contexts, info->native_tid) : NULL;
+  if (previous != NULL && previous->handle != info->handle) thread_contexts_forget(contexts, previous, on_forget, data);
   context = calloc(1, sizeof(*context));
   if (context == NULL) return NULL;
   context->handle = info->handle;

@@ -64,22 +64,33 @@ typedef struct thread_context {
 // Returns NULL when out of memory.
 thread_contexts *thread_contexts_new(void);
 
+// Called for each context forgotten, before it is freed (to delete its
+// timer, and charge what CPU it still has). clock_is_its_own is false when
+// its tid has been taken by a newer thread met since: its CPU clock then
+// counts that thread's time.
+typedef void (*thread_context_forget_fn)(thread_context *context, void *data, bool clock_is_its_own);
+
 // Calls on_forget for each context first (to delete its timer).
-void thread_contexts_free(thread_contexts *contexts, void (*on_forget)(thread_context *, void *), void *data);
+void thread_contexts_free(thread_contexts *contexts, thread_context_forget_fn on_forget, void *data);
 
 // The context of a thread the VM describes, created (and named) if new:
 // *is_new says so. A VM thread struct reused by a new thread (same handle,
-// new tid) gets a fresh context; the old one goes through on_forget.
+// new tid) gets a fresh context; the old one goes through on_forget, as
+// does a context of an ended thread whose tid the new thread has.
 // Returns NULL when out of memory. Marks the context seen in this pass.
 thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_info *info, bool *is_new,
-                                     void (*on_forget)(thread_context *, void *), void *data);
+                                     thread_context_forget_fn on_forget, void *data);
+
+// Forgets one context now (its thread ends); on_forget may be NULL.
+void thread_contexts_forget(thread_contexts *contexts, thread_context *context, thread_context_forget_fn on_forget,
+                            void *data);
 
 thread_context *thread_contexts_find_by_tid(const thread_contexts *contexts, int64_t tid);
 thread_context *thread_contexts_find_by_handle(const thread_contexts *contexts, const void *handle);
 
 // A pass starts: contexts not met during it are forgotten by forget_unseen.
 void thread_contexts_begin_pass(thread_contexts *contexts);
-void thread_contexts_forget_unseen(thread_contexts *contexts, void (*on_forget)(thread_context *, void *),
+void thread_contexts_forget_unseen(thread_contexts *contexts, thread_context_forget_fn on_forget,
                                    void *data);
 
 // The name of a thread known only by its tid ("thread 1234"): one that
@@ -95,6 +106,14 @@ void thread_contexts_refresh_name_now(thread_context *context);
 // The recorder's index for this thread (tid and current name), interned
 // once per recorder generation. Returns false when out of memory.
 bool thread_context_recorder_index(thread_context *context, recorder *rec, uint32_t *index);
+
+// Where a native thread's CPU clock stood when its Ruby thread's CPU was
+// last counted, as that thread ended or was forgotten: the next thread Ruby
+// runs on it (Ruby 3.1's thread cache) counts its CPU from there, so the
+// first thread's teardown and the next one's start are charged once. Take
+// removes the entry; the pass drops those of native threads gone since.
+void thread_contexts_note_end_clock(thread_contexts *contexts, int64_t tid, int64_t cpu_ns);
+bool thread_contexts_take_end_clock(thread_contexts *contexts, int64_t tid, int64_t *cpu_ns);
 
 size_t thread_contexts_count(const thread_contexts *contexts);
 

@@ -74,6 +74,11 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data);
 // gvl_times): Ruby 3.3+, through the GVL instrumentation hooks.
 bool vm_times_gvl_waits(void);
 
+// Whether a new Ruby thread may run on the native thread of one that ended
+// (Ruby 3.1's thread cache): its CPU clock then starts at what the earlier
+// threads used, not at 0. Ruby 3.3 and later make a native thread per thread.
+bool vm_reuses_native_threads(void);
+
 // Signal-safe, no GVL needed: reads which pthread holds the main Ractor's GVL.
 // Returns false when no thread holds it. The read is racy by nature: the
 // owner may change right after; callers treat it as a hint.

@@ -445,6 +445,8 @@ static VALUE thread_name_set(VALUE self, VALUE name) {
 
 bool vm_times_gvl_waits(void) { return true; }
 
+bool vm_reuses_native_threads(void) { return false; }
+
 // From Ruby 3.3 gc.c leaves the allocation fast path only for NEWOBJ hooks.
 bool vm_gc_hooks_slow_allocation(void) { return false; }
 

@@ -98,6 +98,8 @@ bool vm_object_live(VALUE object) { return rb_objspace_markable_object_p(object)
 // Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
 bool vm_times_gvl_waits(void) { return false; }
 
+bool vm_reuses_native_threads(void) { return true; }
+
 // Ruby 3.1 sets a thread's tid when the thread starts and never again, so in
 // a forked child the thread that forked still carries its parent's tid (and
 // Thread#native_thread_id says the same). The atfork child handler, which
