@@ -76,7 +76,7 @@ static void test_a_burning_thread_is_signalled_after_its_own_cpu_time(void) {
   reset_counts();
   expected_tid = (pid_t)syscall(SYS_gettid);
   cpu_timer_ref ref;
-  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, (const void *)0x1, &ref), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, (const void *)0x1, -1, &ref), CPU_TIMER_ARMED);
   CHECK(ref != 0);
   int64_t before = own_cpu_ns();
   burn(BURN_NS);
@@ -93,8 +93,8 @@ static void test_a_burning_thread_is_signalled_after_its_own_cpu_time(void) {
   CHECK(hits <= used / INTERVAL_NS + 2);
   CHECK_EQ_INT(wrong_thread, 0);
   // The CPU the signals carried is the thread's CPU, to within one interval
-  // at each end (the first signal counts from a point up to one interval
-  // before the arming; what ran after the last one is not carried).
+  // at each end (the first signal counts from the arming; what ran after
+  // the last one is not carried: cpu_timers_finish tells it).
   int64_t error = carried_ns - used;
   if (error < 0) error = -error;
   CHECK(error <= (signals_are_delayed() ? used / 2 : 2 * INTERVAL_NS));
@@ -107,7 +107,7 @@ static void test_a_disarmed_timer_sends_nothing_more(void) {
   reset_counts();
   expected_tid = (pid_t)syscall(SYS_gettid);
   cpu_timer_ref ref;
-  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, NULL, &ref), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, NULL, -1, &ref), CPU_TIMER_ARMED);
   burn(BURN_NS / 4);
   cpu_timers_disarm(timers, ref);
   cpu_timers_disarm(timers, ref); // twice: a no-op
@@ -115,6 +115,32 @@ static void test_a_disarmed_timer_sends_nothing_more(void) {
   burn(BURN_NS / 4);
   // A signal queued before the deletion may still come: it is stale.
   CHECK(hits == seen);
+}
+
+// Every nanosecond since count_from is carried by a signal or told by
+// cpu_timers_finish, which deletes the timer: a thread's whole CPU, short
+// ones included (the kernel signals only at its tick).
+static void test_finish_tells_the_cpu_no_signal_covered(void) {
+  reset_counts();
+  expected_tid = (pid_t)syscall(SYS_gettid);
+  int64_t start = own_cpu_ns();
+  cpu_timer_ref ref;
+  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, NULL, start, &ref), CPU_TIMER_ARMED);
+  burn(BURN_NS / 4);
+  int64_t now = own_cpu_ns();
+  int64_t uncovered = cpu_timers_finish(timers, ref, now);
+  CHECK(uncovered >= 0);
+  int64_t error = carried_ns + uncovered - (now - start);
+  if (error < 0) error = -error;
+  CHECK(error <= 100 * 1000); // what the handler's own clock reads cost
+  CHECK_EQ_INT(cpu_timers_finish(timers, ref, now), -1); // its timer is gone
+  int seen = hits;
+  burn(BURN_NS / 8);
+  CHECK(hits == seen);
+  CHECK_EQ_INT(cpu_timers_stats(timers).live, 0);
+  // A count_from after now (a stale reading) counts from the arming.
+  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, NULL, own_cpu_ns() + BURN_NS, &ref), CPU_TIMER_ARMED);
+  CHECK(cpu_timers_finish(timers, ref, own_cpu_ns()) < BURN_NS);
 }
 
 typedef struct {
@@ -138,7 +164,7 @@ static void test_an_idle_thread_gets_no_signal(void) {
   while (__atomic_load_n(&s.tid, __ATOMIC_ACQUIRE) == 0) sched_yield();
   expected_tid = s.tid;
   cpu_timer_ref ref;
-  CHECK_EQ_INT(cpu_timers_arm(timers, s.tid, NULL, &ref), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(cpu_timers_arm(timers, s.tid, NULL, -1, &ref), CPU_TIMER_ARMED);
   // This thread burns; the sleeper's clock barely moves: its timer is silent.
   burn(BURN_NS / 4);
   CHECK(hits <= 1);
@@ -150,21 +176,21 @@ static void test_an_idle_thread_gets_no_signal(void) {
 static void test_a_gone_thread_and_a_refusing_kernel(void) {
   cpu_timer_ref ref = 1;
   // No such thread: its clock cannot be made.
-  CHECK_EQ_INT(cpu_timers_arm(timers, 0x7ffffff0, NULL, &ref), CPU_TIMER_THREAD_GONE);
+  CHECK_EQ_INT(cpu_timers_arm(timers, 0x7ffffff0, NULL, -1, &ref), CPU_TIMER_THREAD_GONE);
   CHECK(ref == 0);
   cpu_timers *refusing = cpu_timers_new(INTERVAL_NS, 42);
   cpu_timers_fail_creation_for_testing(refusing, EAGAIN);
-  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, &ref), CPU_TIMER_REFUSED);
+  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, -1, &ref), CPU_TIMER_REFUSED);
   CHECK(!cpu_timers_stats(refusing).unavailable);
   cpu_timers_fail_creation_for_testing(refusing, EPERM); // seccomp's answer
-  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, &ref), CPU_TIMER_UNAVAILABLE);
+  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, -1, &ref), CPU_TIMER_UNAVAILABLE);
   cpu_timer_stats stats = cpu_timers_stats(refusing);
   CHECK(stats.unavailable);
   CHECK_EQ_INT(stats.unavailable_errno, EPERM);
   CHECK_EQ_INT(stats.failures, 2);
   // Remembered: no third attempt reaches the kernel, nor counts.
   cpu_timers_fail_creation_for_testing(refusing, 0);
-  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, &ref), CPU_TIMER_UNAVAILABLE);
+  CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, -1, &ref), CPU_TIMER_UNAVAILABLE);
   CHECK_EQ_INT(cpu_timers_stats(refusing).failures, 2);
   cpu_timers_free(refusing);
 }
@@ -172,12 +198,12 @@ static void test_a_gone_thread_and_a_refusing_kernel(void) {
 static void test_disarm_all_closes(void) {
   cpu_timers *closing = cpu_timers_new(INTERVAL_NS, 7);
   cpu_timer_ref refs[3];
-  for (int i = 0; i < 3; i++) CHECK_EQ_INT(cpu_timers_arm(closing, (pid_t)syscall(SYS_gettid), NULL, &refs[i]), CPU_TIMER_ARMED);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(cpu_timers_arm(closing, (pid_t)syscall(SYS_gettid), NULL, -1, &refs[i]), CPU_TIMER_ARMED);
   CHECK_EQ_INT(cpu_timers_stats(closing).live, 3);
   cpu_timers_disarm_all(closing);
   CHECK_EQ_INT(cpu_timers_stats(closing).live, 0);
   cpu_timer_ref ref;
-  CHECK_EQ_INT(cpu_timers_arm(closing, (pid_t)syscall(SYS_gettid), NULL, &ref), CPU_TIMER_REFUSED);
+  CHECK_EQ_INT(cpu_timers_arm(closing, (pid_t)syscall(SYS_gettid), NULL, -1, &ref), CPU_TIMER_REFUSED);
   // Forgetting after a fork drops records without deleting (nothing left here to delete).
   cpu_timers_forget_after_fork(closing);
   CHECK_EQ_INT(cpu_timers_stats(closing).live, 0);
@@ -205,6 +231,7 @@ int main(void) {
   CHECK(cpu_timers_new(0, 1) == NULL);
   test_a_burning_thread_is_signalled_after_its_own_cpu_time();
   test_a_disarmed_timer_sends_nothing_more();
+  test_finish_tells_the_cpu_no_signal_covered();
   test_an_idle_thread_gets_no_signal();
   test_a_gone_thread_and_a_refusing_kernel();
   test_disarm_all_closes();
