@@ -59,4 +59,62 @@ class StackReuseTest < Minitest::Test
       assert_equal 0, empty, "samples with no frame: #{profile.samples.select { |s| profile.frames(s).empty? }.map { |s| [s.labels, s.values] }.first(5).inspect}"
     end
   end
+
+  # A parked thread that wakes up and parks again elsewhere gets its new
+  # stack, though most of its 100 frames are the ones it had (on 3.1 they
+  # come from its memo of the previous read): another method at the same
+  # depth, then the same method from another line, each after a GC (after
+  # which only the frames the recorder keeps may be trusted).
+  def test_a_parked_thread_that_moves_gets_its_new_stack
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "moves.pprof")
+      _stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+        def deep(levels, &block) = levels.zero? ? block.call : deep(levels - 1, &block)
+        def park_a(queue) = queue.pop
+        def park_b(queue) = queue.pop
+        queue = Queue.new
+        Sonde.start(rate: 100)
+        parked = Thread.new do
+          Thread.current.name = "parked"
+          deep(100) do
+            park_a(queue) # first
+            park_b(queue)
+            park_a(queue) # again, from the next line
+          end
+        end
+        3.times do
+          sleep 0.4
+          GC.start
+          queue << :move
+          Thread.pass until parked.status == "sleep" || !parked.alive?
+        end
+        parked.join
+        Sonde.stop.write(#{out.inspect})
+      RUBY
+      assert status.success?, stderr
+      profile = Sonde::Pprof.read(out)
+      wall_index = profile.value_index("wall-time")
+      wall = Hash.new(0)
+      profile.samples.each do |sample|
+        next unless thread_name(sample) == "parked"
+
+        frames = profile.frames(sample)
+        park = frames.index { |function, _line| function.name.start_with?("Object#park_") }
+        next unless park
+
+        wall[[frames[park][0].name, frames[park + 1][1]]] += sample.values[wall_index]
+      end
+      block_line = wall.keys.map(&:last).min
+      phases = [["Object#park_a", block_line], ["Object#park_b", block_line + 1], ["Object#park_a", block_line + 2]]
+      assert_equal phases.sort, wall.keys.sort, "where the parked thread was seen: #{wall.inspect}"
+      all = wall.values.sum
+      # Each phase is 0.4 s of the thread's 1.2 s; a sample charges the
+      # time since the previous one to the stack it reads, so a phase
+      # gains or loses at most one 10-ms interval at each end (under 2%).
+      phases.each do |phase|
+        assert_includes 0.28..0.39, wall[phase].fdiv(all), "#{phase.inspect}'s share of the wall time: #{wall.inspect}"
+      end
+      assert_operator all / 1e9, :>=, 1.1, "the parked thread was sampled all along: #{wall.inspect}"
+    end
+  end
 end

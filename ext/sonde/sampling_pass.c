@@ -466,14 +466,33 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   bool ok;
   if (uses_holder_capture(pass, info)) {
     ok = recorder_intern_stack(rec, pass->holder_frames, pass->holder_depth, stack_id) == 0;
+    context->stack_id_from_memo_read = false;
   } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
     *stack_id = context->stack_id;
     pass->stacks_reused++;
     ok = true;
   } else {
-    uint32_t depth = stacks_collect(info->handle, pass->frames, pass->max_frames);
-    if (depth == 0) return STACK_EMPTY;
-    ok = recorder_intern_stack(rec, pass->frames, depth, stack_id) == 0;
+    // The thread ran since (or cannot tell): its frames are read, the
+    // unchanged outer ones from its memo; a stack read exactly as the
+    // previous read found it is the stack id that read was interned as.
+    bool unchanged;
+    // The recorder marks the frames it holds: those of the previous read
+    // are kept if it was interned into this recorder.
+    bool previous_read_kept = context->stack_id_from_memo_read && context->stack_generation == generation;
+    uint32_t depth = stacks_collect_with_memo(info->handle, context->frames_memo, previous_read_kept, pass->frames,
+                                              pass->max_frames, &unchanged);
+    if (depth == 0) {
+      context->stack_id_from_memo_read = false;
+      return STACK_EMPTY;
+    }
+    if (unchanged && previous_read_kept) {
+      *stack_id = context->stack_id;
+      pass->stacks_reused++;
+      ok = true;
+    } else {
+      ok = recorder_intern_stack(rec, pass->frames, depth, stack_id) == 0;
+    }
+    context->stack_id_from_memo_read = ok;
   }
   if (!ok) {
     context->stack_reusable = false;

@@ -35,6 +35,14 @@ uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint3
   return add_truncation_marker(frames, kept, max_frames, total_depth);
 }
 
+uint32_t stacks_collect_with_memo(const void *thread_handle, vm_frames_memo *memo, bool previous_read_kept,
+                                  recorder_frame *frames, uint32_t max_frames, bool *unchanged) {
+  uint32_t total_depth = 0;
+  uint32_t kept =
+      vm_thread_frames_with_memo(thread_handle, memo, previous_read_kept, frames, max_frames, &total_depth, unchanged);
+  return add_truncation_marker(frames, kept, max_frames, total_depth);
+}
+
 uint32_t stacks_from_capture(const capture *captured, recorder_frame *frames, uint32_t max_frames) {
   uint32_t kept = captured->depth < max_frames ? captured->depth : max_frames;
   for (uint32_t i = 0; i < kept; i++) {

@@ -10,12 +10,19 @@
 
 #include "capture_buffer.h"
 #include "recorder.h"
+#include "vm.h"
 
 // Fills frames (room for max_frames + 1) with the thread's stack, leaf
 // first. A stack deeper than max_frames keeps its max_frames innermost
 // frames and ends with one "(truncated N frames)" frame. Returns the number
 // of frames written. Needs the GVL; allocates nothing.
 uint32_t stacks_collect(const void *thread_handle, recorder_frame *frames, uint32_t max_frames);
+
+// The same, for the sampling pass, with the thread's memo (vm.h's
+// vm_frames_memo; NULL: none). *unchanged: the frames are the ones the
+// previous call with this memo wrote.
+uint32_t stacks_collect_with_memo(const void *thread_handle, vm_frames_memo *memo, bool previous_read_kept,
+                                  recorder_frame *frames, uint32_t max_frames, bool *unchanged);
 
 // The same for a stack the SIGPROF handler captured: its frames, leaf
 // first, and the marker when it was cut. Allocates nothing.

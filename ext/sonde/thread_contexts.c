@@ -46,6 +46,7 @@ static void forget_context(thread_context *context, forget_run *run) {
   bool tid_is_its_own = st_lookup(run->by_tid, tid, &found) && (thread_context *)found == context;
   if (run->on_forget) run->on_forget(context, run->data, tid_is_its_own);
   if (tid_is_its_own) st_delete(run->by_tid, &tid, NULL);
+  vm_frames_memo_free(context->frames_memo);
   free(context);
 }
 
@@ -193,6 +194,7 @@ thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_
   context->native_tid = info->native_tid;
   context->has_cpu_clock = clocks_thread_cpu_clock(info->native_tid, &context->cpu_clock);
   context->name_source = Qundef;
+  context->frames_memo = vm_frames_memo_new(); // NULL is fine: frames are then read in full
   context->last_seen_pass = contexts->pass;
   st_insert(contexts->by_handle, (st_data_t)info->handle, (st_data_t)context);
   // A tid seen again belongs to the newer thread (Linux reuses tids).

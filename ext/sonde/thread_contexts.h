@@ -55,6 +55,10 @@ typedef struct thread_context {
   uint32_t stack_id;
   uint64_t run_marker;
   bool stack_reusable;
+  // The backend's memo of the thread's previous read (NULL: none), and
+  // whether stack_id is what that read's frames were interned as.
+  vm_frames_memo *frames_memo;
+  bool stack_id_from_memo_read;
 
   // The recorder's index for (tid, name), valid for the noted generation.
   uint64_t thread_generation;

@@ -94,6 +94,29 @@ bool vm_current_thread_holds_gvl_signal_safe(void);
 uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
                           uint32_t *total_depth);
 
+// What a backend keeps of one thread's previous read, so that the next
+// read of the same thread takes its unchanged outer frames from it instead
+// of following their pointers again (the sampling pass's reads of other
+// threads; vm_ruby31.c has one, vm_public.c reads through Ruby's API and
+// has none). Opaque; one per thread, owned by the caller.
+typedef struct vm_frames_memo vm_frames_memo;
+
+// A new empty memo, or NULL when the backend has none (or out of memory):
+// vm_thread_frames_with_memo then reads as vm_thread_frames does.
+vm_frames_memo *vm_frames_memo_new(void);
+void vm_frames_memo_free(vm_frames_memo *memo);
+
+// vm_thread_frames, with the thread's memo (NULL: none). previous_read_kept:
+// the caller has kept every frame id of the previous read with this memo
+// alive and in place since (marked with vm_mark_frame: the recorder holds
+// them), which lets the memo be trusted across GCs. *unchanged: every
+// frame is the one that read found, so the result is that read's (the
+// caller may reuse what it made of it). Needs the main Ractor's GVL;
+// allocates (malloc) only when the stack is deeper than any the memo held.
+uint32_t vm_thread_frames_with_memo(const void *handle, vm_frames_memo *memo, bool previous_read_kept,
+                                    recorder_frame *frames, uint32_t max_frames, uint32_t *total_depth,
+                                    bool *unchanged);
+
 // The VM thread running this code. Safe during GC (reads thread-local state only).
 const void *vm_current_thread_handle(void);
 

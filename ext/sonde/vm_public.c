@@ -601,6 +601,19 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
   return kept;
 }
 
+// Frames come from rb_profile_thread_frames, which reads every frame each
+// time: there is nothing for a memo to keep.
+vm_frames_memo *vm_frames_memo_new(void) { return NULL; }
+
+void vm_frames_memo_free(vm_frames_memo *memo) {}
+
+uint32_t vm_thread_frames_with_memo(const void *handle, vm_frames_memo *memo, bool previous_read_kept,
+                                    recorder_frame *frames, uint32_t max_frames, uint32_t *total_depth,
+                                    bool *unchanged) {
+  *unchanged = false;
+  return vm_thread_frames(handle, frames, max_frames, total_depth);
+}
+
 // The handle is the Thread object, as in vm_each_thread. rb_thread_current
 // only reads the running thread's execution context: no allocation, so it
 // is safe during GC.

@@ -190,68 +190,273 @@ static int32_t frame_line(const rb_iseq_t *iseq, const VALUE *pc) {
   return (int32_t)rb_iseq_line_no(iseq, (size_t)position);
 }
 
+// The line of a frame read with the GVL, remembered by its pc. Finding a
+// line (rb_iseq_line_no) was 60% of walking a 110-frame stack (3 us of 5,
+// issue 22's Rails worker), and most of a stack's frames sit at the pc
+// they had at the previous pass. A pc points into one live iseq's
+// instructions, whose lines never change; an entry is trusted only within
+// the GC count it was written in: an iseq seen live then is freed (and its
+// instructions' memory reused) only after a later GC has started, and
+// compaction, which moves iseqs, is a GC too. The iseq is part of the key
+// all the same, so that no two iseqs ever share an entry. With the main
+// Ractor's GVL only (every caller of vm_thread_frames holds it): one
+// writer at a time, and signal handlers never read it (theirs is the
+// uncached walk).
+#define LINE_CACHE_SLOTS 4096u // a power of two; 96 KB
+typedef struct {
+  const VALUE *pc;
+  const rb_iseq_t *iseq;
+  int32_t line;
+  uint32_t gc_count;
+} line_cache_slot;
+static line_cache_slot line_cache[LINE_CACHE_SLOTS];
+
+static int32_t frame_line_cached_with_gvl(const rb_iseq_t *iseq, const VALUE *pc, uint32_t gc_count) {
+  uint64_t h = (uint64_t)(uintptr_t)pc >> 3;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  line_cache_slot *slot = &line_cache[(h >> 40) & (LINE_CACHE_SLOTS - 1)];
+  if (slot->pc == pc && slot->iseq == iseq && slot->gc_count == gc_count) return slot->line;
+  int32_t line = frame_line(iseq, pc);
+  *slot = (line_cache_slot){.pc = pc, .iseq = iseq, .line = line, .gc_count = gc_count};
+  return line;
+}
+
+// What one control frame shows: nothing (a dummy frame, C glue), or one
+// frame of the profile.
+typedef enum { FRAME_NONE, FRAME_SHOWN, FRAME_INCONSISTENT } frame_reading;
+
+// Reads one control frame. with_gvl: the caller holds the main Ractor's
+// GVL, so the line may come from the cache above; a signal handler passes
+// false.
+static frame_reading read_frame(const rb_control_frame_t *frame, bool with_gvl, uint32_t gc_count,
+                                uint64_t *frame_id, int32_t *line) {
+  if (VM_FRAME_RUBYFRAME_P(frame)) {
+    const rb_iseq_t *iseq = frame->iseq;
+    // A dummy frame runs no code: the main thread's bottom frame is one
+    // (TOPLEVEL_BINDING's, an empty "<main>" under the script's), which
+    // Ruby's backtraces skip too.
+    if (iseq == NULL || frame->pc == NULL || VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_DUMMY) return FRAME_NONE;
+    if (!is_object_of_imemo_type((VALUE)iseq, imemo_iseq) || !pc_is_inside(iseq, frame->pc)) {
+      return FRAME_INCONSISTENT;
+    }
+    // A method's own frame is named by its method entry, which knows the
+    // class ("Object#burn"). A block's frame reports the same method
+    // entry, so it is recorded by its iseq instead (its own name and
+    // lines), and the entry is remembered for naming it as Ruby 3.4
+    // does ("block in Object#burn").
+    const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
+    bool is_method = method && is_object_of_imemo_type((VALUE)method, imemo_ment) &&
+                     method->def->type == VM_METHOD_TYPE_ISEQ;
+    bool is_method_body = is_method && method->def->body.iseq.iseqptr == iseq;
+    if (!is_method_body) {
+      bool in_method = is_method && method->def->body.iseq.iseqptr == iseq->body->local_iseq;
+      block_methods_remember_signal_safe((VALUE)iseq, in_method ? (VALUE)method : 0);
+    }
+    *frame_id = is_method_body ? (VALUE)method : (VALUE)iseq;
+    *line = with_gvl ? frame_line_cached_with_gvl(iseq, frame->pc, gc_count) : frame_line(iseq, frame->pc);
+    return FRAME_SHOWN;
+  }
+  if (VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_CFUNC) {
+    const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
+    if (method == NULL) return FRAME_NONE;
+    if (!is_object_of_imemo_type((VALUE)method, imemo_ment)) return FRAME_INCONSISTENT;
+    *frame_id = (VALUE)method;
+    *line = 0;
+    return FRAME_SHOWN;
+  }
+  // Other C frames (the dummy top frame, ifunc glue) carry no user code.
+  return FRAME_NONE;
+}
+
 // Walks one thread's control frames, leaf first: keeps at most max_frames,
 // counts them all. Returns the number kept, or VM_CAPTURE_INCONSISTENT.
 static int32_t walk_frames(const rb_execution_context_t *ec, uint64_t *frame_ids, int32_t *lines,
-                           uint32_t max_frames, uint32_t *total_depth) {
+                           uint32_t max_frames, uint32_t *total_depth, bool with_gvl) {
+  uint32_t gc_count = with_gvl ? (uint32_t)rb_gc_count() : 0;
   frame_range range;
   *total_depth = 0;
   if (!frame_range_of(ec, &range)) return VM_CAPTURE_INCONSISTENT;
   uint32_t kept = 0, depth = 0;
   for (const rb_control_frame_t *frame = range.top; frame < range.end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
-    if (VM_FRAME_RUBYFRAME_P(frame)) {
-      const rb_iseq_t *iseq = frame->iseq;
-      // A dummy frame runs no code: the main thread's bottom frame is one
-      // (TOPLEVEL_BINDING's, an empty "<main>" under the script's), which
-      // Ruby's backtraces skip too.
-      if (iseq == NULL || frame->pc == NULL || VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_DUMMY) continue;
-      if (!is_object_of_imemo_type((VALUE)iseq, imemo_iseq) || !pc_is_inside(iseq, frame->pc)) {
-        return VM_CAPTURE_INCONSISTENT;
-      }
-      if (kept < max_frames) {
-        // A method's own frame is named by its method entry, which knows the
-        // class ("Object#burn"). A block's frame reports the same method
-        // entry, so it is recorded by its iseq instead (its own name and
-        // lines), and the entry is remembered for naming it as Ruby 3.4
-        // does ("block in Object#burn").
-        const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
-        bool is_method = method && is_object_of_imemo_type((VALUE)method, imemo_ment) &&
-                         method->def->type == VM_METHOD_TYPE_ISEQ;
-        bool is_method_body = is_method && method->def->body.iseq.iseqptr == iseq;
-        if (!is_method_body) {
-          bool in_method = is_method && method->def->body.iseq.iseqptr == iseq->body->local_iseq;
-          block_methods_remember_signal_safe((VALUE)iseq, in_method ? (VALUE)method : 0);
-        }
-        frame_ids[kept] = is_method_body ? (VALUE)method : (VALUE)iseq;
-        lines[kept] = frame_line(iseq, frame->pc);
-        kept++;
-      }
-      depth++;
-    } else if (VM_FRAME_TYPE(frame) == VM_FRAME_MAGIC_CFUNC) {
-      const rb_callable_method_entry_t *method = rb_vm_frame_method_entry(frame);
-      if (method == NULL) continue;
-      if (!is_object_of_imemo_type((VALUE)method, imemo_ment)) return VM_CAPTURE_INCONSISTENT;
-      if (kept < max_frames) {
-        frame_ids[kept] = (VALUE)method;
-        lines[kept] = 0;
-        kept++;
-      }
-      depth++;
+    uint64_t frame_id;
+    int32_t line;
+    frame_reading reading = read_frame(frame, with_gvl, gc_count, &frame_id, &line);
+    if (reading == FRAME_INCONSISTENT) return VM_CAPTURE_INCONSISTENT;
+    if (reading == FRAME_NONE) continue;
+    if (kept < max_frames) {
+      frame_ids[kept] = frame_id;
+      lines[kept] = line;
+      kept++;
     }
-    // Other C frames (the dummy top frame, ifunc glue) carry no user code.
+    depth++;
   }
   *total_depth = depth;
   return (int32_t)kept;
 }
 
-uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
-                          uint32_t *total_depth) {
-  // The pass reads other threads' frames with the GVL, into the recorder's
-  // frame layout: ids and lines go through a scratch pair first.
+// ---------------------------------------------------------------------------
+// A thread's previous read, for the sampling pass (vm_frames_memo in vm.h).
+//
+// Reading a frame follows pointers into the heap (the iseq and its body,
+// the method entry and its definition, the line table, the block table):
+// several cache misses per frame, most of a 110-frame walk's 4 us in issue
+// 22's Rails worker, where the pass runs after the application has pushed
+// Sonde's data out of the caches. Between two passes a thread that ran
+// usually changed only its innermost frames. A control frame whose words
+// (iseq, pc, environment pointer, and that environment's flags, previous
+// environment and method entry or cref, all read in order from the
+// thread's own VM stack) are the ones a frame at the same place had at the
+// previous read shows what that frame showed, as long as the objects those
+// words name are the ones they named then. They are when either
+// - no GC has started since the previous read: everything it saw was live
+//   then (on a stack), so nothing was freed and no address reused since
+//   (the line cache's argument above); or
+// - the caller kept that read's frames alive since (previous_read_kept:
+//   the recorder marks, and so pins, every frame it holds). The frame id
+//   (the iseq of a block, the method entry of a method or C function) is
+//   then the same object, not moved; a pc inside an iseq's instructions
+//   names that iseq, whose lines do not change; the kind of frame comes
+//   from the flags word; and a method's frame is its method entry only
+//   when its environment word is that very entry (a method that uses $~
+//   keeps an svar there, and such a frame is read every time).
+// A block frame taken from the memo is not remembered in the block table
+// again: only its name depends on that, and the entry was written when the
+// frame was read.
+//
+// With the main Ractor's GVL only (the sampling pass).
+typedef struct {
+  // The control frame's words, as compared.
+  const void *iseq, *pc, *ep;
+  VALUE ep_flags, ep_specval, ep_me_cref;
+  // What it showed.
+  uint64_t frame_id;
+  int32_t line;
+  uint8_t reading; // a frame_reading
+  bool pinnable;    // its frame id pins all it depends on (see pinnable)
+  bool kept_alive;  // pinnable, and in the read's frames (which the caller keeps)
+} memo_entry;
+
+// Deeper stacks (a recursion) are read the usual way every time.
+#define MEMO_MAX_CONTROL_FRAMES 2048u
+
+struct vm_frames_memo {
+  memo_entry *entries; // from the outermost control frame inwards
+  uint32_t count, capacity; // count: entries the previous read wrote (0: none)
+  uint32_t gc_count;        // the GC count of the previous read
+};
+
+vm_frames_memo *vm_frames_memo_new(void) { return calloc(1, sizeof(vm_frames_memo)); }
+
+void vm_frames_memo_free(vm_frames_memo *memo) {
+  if (memo == NULL) return;
+  free(memo->entries);
+  free(memo);
+}
+
+static void memo_words_of(const rb_control_frame_t *frame, memo_entry *words) {
+  const VALUE *ep = frame->ep;
+  words->iseq = frame->iseq;
+  words->pc = frame->pc;
+  words->ep = ep;
+  words->ep_flags = ep ? ep[VM_ENV_DATA_INDEX_FLAGS] : 0;
+  words->ep_specval = ep ? ep[VM_ENV_DATA_INDEX_SPECVAL] : 0;
+  words->ep_me_cref = ep ? ep[VM_ENV_DATA_INDEX_ME_CREF] : 0;
+}
+
+static bool memo_words_equal(const memo_entry *a, const memo_entry *b) {
+  return a->iseq == b->iseq && a->pc == b->pc && a->ep == b->ep && a->ep_flags == b->ep_flags &&
+         a->ep_specval == b->ep_specval && a->ep_me_cref == b->ep_me_cref;
+}
+
+static bool memo_reserve(vm_frames_memo *memo, uint32_t wanted) {
+  if (wanted <= memo->capacity) return true;
+  uint32_t capacity = memo->capacity ? memo->capacity : 64;
+  while (capacity < wanted) capacity *= 2;
+  memo_entry *grown = realloc(memo->entries, (size_t)capacity * sizeof(*grown));
+  if (grown == NULL) return false;
+  memo->entries = grown;
+  memo->capacity = capacity;
+  return true;
+}
+
+// Whether a frame, once the caller keeps its frame id alive, may be taken
+// from the memo after a GC (see above).
+static bool pinnable(const memo_entry *entry) {
+  if (entry->reading != FRAME_SHOWN) return true; // shows nothing: decided by the words alone
+  if (is_object_of_imemo_type((VALUE)entry->frame_id, imemo_iseq)) return true; // a block, named by its iseq
+  return (VALUE)entry->frame_id == entry->ep_me_cref; // a method: its entry is the word itself
+}
+
+// As walk_frames with the GVL, with the thread's memo: frames whose words
+// match it are taken from it, the others read and written into it.
+// *unchanged: every frame matched (the result is the previous read's).
+static int32_t walk_frames_with_memo(const rb_execution_context_t *ec, vm_frames_memo *memo, bool previous_read_kept,
+                                     uint64_t *frame_ids, int32_t *lines, uint32_t max_frames, uint32_t *total_depth,
+                                     bool *unchanged) {
+  *unchanged = false;
+  *total_depth = 0;
+  frame_range range;
+  if (!frame_range_of(ec, &range)) {
+    memo->count = 0;
+    return VM_CAPTURE_INCONSISTENT;
+  }
+  uint32_t control_frames = (uint32_t)(range.end - range.top);
+  uint32_t gc_count = (uint32_t)rb_gc_count();
+  if (control_frames > MEMO_MAX_CONTROL_FRAMES || !memo_reserve(memo, control_frames)) {
+    memo->count = 0;
+    return walk_frames(ec, frame_ids, lines, max_frames, total_depth, true);
+  }
+  bool same_gc = memo->gc_count == gc_count;
+  // Entries of the previous read that may be compared at all.
+  uint32_t comparable = same_gc || previous_read_kept ? memo->count : 0;
+  bool all_matched = comparable == control_frames;
+  uint32_t kept = 0, depth = 0;
+  uint32_t index = control_frames; // of the frame below, from the outermost
+  for (const rb_control_frame_t *frame = range.top; frame < range.end; frame = RUBY_VM_PREVIOUS_CONTROL_FRAME(frame)) {
+    memo_entry *entry = &memo->entries[--index];
+    memo_entry words;
+    memo_words_of(frame, &words);
+    bool matched = index < comparable && memo_words_equal(&words, entry) && (same_gc || entry->kept_alive);
+    if (!matched) {
+      all_matched = false;
+      *entry = words;
+      entry->reading = (uint8_t)read_frame(frame, true, gc_count, &entry->frame_id, &entry->line);
+      entry->pinnable = pinnable(entry);
+    }
+    if (entry->reading == FRAME_INCONSISTENT) {
+      memo->count = 0;
+      *total_depth = 0;
+      return VM_CAPTURE_INCONSISTENT;
+    }
+    // A frame cut off the stack (past max_frames) is not in what the caller keeps.
+    bool in_frames = entry->reading == FRAME_NONE || kept < max_frames;
+    entry->kept_alive = entry->pinnable && in_frames;
+    if (entry->reading == FRAME_NONE) continue;
+    if (kept < max_frames) {
+      frame_ids[kept] = entry->frame_id;
+      lines[kept] = entry->line;
+      kept++;
+    }
+    depth++;
+  }
+  memo->count = control_frames;
+  memo->gc_count = gc_count;
+  *unchanged = all_matched;
+  *total_depth = depth;
+  return (int32_t)kept;
+}
+
+// The pass reads other threads' frames with the GVL, into the recorder's
+// frame layout: ids and lines go through a scratch pair first.
+static uint32_t read_thread_frames(const void *handle, vm_frames_memo *memo, bool previous_read_kept,
+                                   recorder_frame *frames, uint32_t max_frames, uint32_t *total_depth,
+                                   bool *unchanged) {
   static uint64_t *ids;
   static int32_t *lines;
   static uint32_t capacity;
   *total_depth = 0;
+  *unchanged = false;
   if (max_frames > capacity) {
     uint64_t *grown_ids = realloc(ids, max_frames * sizeof(*ids));
     if (grown_ids == NULL) return 0;
@@ -262,10 +467,24 @@ uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t m
     capacity = max_frames;
   }
   const rb_thread_t *thread = handle;
-  int32_t kept = walk_frames(thread->ec, ids, lines, max_frames, total_depth);
+  int32_t kept = memo ? walk_frames_with_memo(thread->ec, memo, previous_read_kept, ids, lines, max_frames,
+                                                    total_depth, unchanged)
+                      : walk_frames(thread->ec, ids, lines, max_frames, total_depth, true);
   if (kept < 0) return 0;
   for (int32_t i = 0; i < kept; i++) frames[i] = (recorder_frame){.frame_id = ids[i], .line = lines[i]};
   return (uint32_t)kept;
+}
+
+uint32_t vm_thread_frames(const void *handle, recorder_frame *frames, uint32_t max_frames,
+                          uint32_t *total_depth) {
+  bool unchanged;
+  return read_thread_frames(handle, NULL, false, frames, max_frames, total_depth, &unchanged);
+}
+
+uint32_t vm_thread_frames_with_memo(const void *handle, vm_frames_memo *memo, bool previous_read_kept,
+                                    recorder_frame *frames, uint32_t max_frames, uint32_t *total_depth,
+                                    bool *unchanged) {
+  return read_thread_frames(handle, memo, previous_read_kept, frames, max_frames, total_depth, unchanged);
 }
 
 // The owner must also be the thread whose execution context this native
@@ -308,7 +527,7 @@ int32_t vm_capture_own_stack_signal_safe(const void *self_handle, uint64_t *fram
   if (thread == NULL || !pthread_equal(thread->thread_id, pthread_self()) || thread->status == THREAD_KILLED) {
     return VM_CAPTURE_INCONSISTENT;
   }
-  return walk_frames(thread->ec, frame_ids, lines, max_frames, total_depth);
+  return walk_frames(thread->ec, frame_ids, lines, max_frames, total_depth, false);
 }
 
 const void *vm_current_thread_handle(void) { return GET_THREAD(); }
