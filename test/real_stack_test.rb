@@ -99,7 +99,10 @@ class RealStackTest < Minitest::Test
     puts detail if ENV["SONDE_TEST_VERBOSE"]
     assert_equal HEAVY, by_endpoint.max_by(&:last)&.first, detail
     assert_operator by_endpoint[HEAVY], :>=, 0.5 * all, "most of the worker's CPU is the heavy action; #{detail}"
-    assert_within measured[HEAVY], by_endpoint[HEAVY].to_f, HEAVY_TOLERANCE, "#{HEAVY} CPU against its thread clock; #{detail}"
+    # The thread clock measures Burner.burn alone: the samples in it are its
+    # truth; the endpoint holds that and the request's Rails work around it.
+    assert_within measured[HEAVY], burns[HEAVY].to_f, HEAVY_TOLERANCE, "#{HEAVY}'s Burner.burn CPU against its thread clock; #{detail}"
+    assert_operator by_endpoint[HEAVY], :>=, burns[HEAVY], "the endpoint holds its burn; #{detail}"
     measured_share = measured[HEAVY].to_f / (measured[HEAVY] + measured[LIGHT])
     profiled_share = burns[HEAVY].to_f / (burns[HEAVY] + burns[LIGHT])
     assert_in_delta measured_share, profiled_share, SHARE_DELTA, "#{HEAVY}'s share of the actions' burns; #{detail}"
