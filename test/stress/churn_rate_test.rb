@@ -19,7 +19,7 @@ class ChurnRateTest < Minitest::Test
   include SondeStress::Assertions
 
   WORKLOAD = File.join(SondeStress::WORKLOADS, "churn_rate.rb")
-  SCRIPT_RUBY = File.join(SondeStress::ROOT, "script", "ruby")
+  SCRIPT_RUBY = SondeStress::SCRIPT_RUBY
 
   # The profile's CPU over the process's, lowest accepted. 3.1: measured
   # 0.99-1.00 in 6 runs (the rest is Sonde's own threads and the main
@@ -99,12 +99,7 @@ class ChurnRateTest < Minitest::Test
 
   %w[3.3 3.4].each do |version|
     define_method("test_churn_on_ruby_#{version.delete(".")}") do
-      skip "script/ruby needs root to run Ruby #{version}'s chroot" unless Process.uid.zero?
-      skip "already on Ruby #{version}" if RUBY_VERSION.start_with?("#{version}.")
-
-      _out, err, built = SondeStress.run_command({}, SCRIPT_RUBY, version, "rake", "compile", timeout: 1800,
-                                                                                             chdir: SondeStress::ROOT)
-      assert built.success?, "could not build Sonde for Ruby #{version}: #{err}"
+      build_on_other_ruby(version)
       check_churn(version)
     end
   end

@@ -21,7 +21,7 @@ class RactorsTest < Minitest::Test
   include SondeStress::Assertions
 
   MATRIX = File.join(SondeStress::WORKLOADS, "ractor_matrix.rb")
-  SCRIPT_RUBY = File.join(SondeStress::ROOT, "script", "ruby")
+  SCRIPT_RUBY = SondeStress::SCRIPT_RUBY
   OTHER_RUBIES = %w[3.3 3.4].freeze
 
   def runs
@@ -74,12 +74,7 @@ class RactorsTest < Minitest::Test
 
   OTHER_RUBIES.each do |version|
     define_method("test_ractor_programs_never_crash_on_ruby_#{version.delete(".")}") do
-      skip "script/ruby needs root to run Ruby #{version}'s chroot" unless Process.uid.zero?
-      skip "already on Ruby #{version}" if RUBY_VERSION.start_with?("#{version}.")
-
-      _out, err, built = SondeStress.run_command({}, SCRIPT_RUBY, version, "rake", "compile", timeout: 1800,
-                                                                                             chdir: SondeStress::ROOT)
-      assert built.success?, "script/ruby #{version} rake compile failed:\n#{err}"
+      build_on_other_ruby(version)
       stdout, stderr, status = SondeStress.run_command({}, SCRIPT_RUBY, version, "ruby", "-I#{SondeStress::LIB}",
                                                        MATRIX, runs.to_s, seconds, timeout: 1200,
                                                                                    chdir: SondeStress::ROOT)

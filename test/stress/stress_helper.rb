@@ -21,6 +21,7 @@ require "timeout"
 module SondeStress
   ROOT = File.expand_path("../..", __dir__)
   LIB = File.join(ROOT, "lib")
+  SCRIPT_RUBY = File.join(ROOT, "script", "ruby")
   WORKLOADS = File.join(__dir__, "workloads")
 
   module_function
@@ -143,6 +144,17 @@ module SondeStress
         flunk "#{what} died of signal #{status.termsig} (SIG#{Signal.signame(status.termsig)}):\n#{stderr}"
       end
       assert_equal 0, status.exitstatus, "#{what} exited #{status.exitstatus}:\n#{stderr}"
+    end
+
+    # Skips unless Ruby version's chroot can run here (script/ruby needs
+    # root) and this is not already that Ruby; then builds Sonde there.
+    def build_on_other_ruby(version)
+      skip "script/ruby needs root to run Ruby #{version}'s chroot" unless Process.uid.zero?
+      skip "already on Ruby #{version}" if RUBY_VERSION.start_with?("#{version}.")
+
+      _out, err, built = SondeStress.run_command({}, SondeStress::SCRIPT_RUBY, version, "rake", "compile",
+                                                 timeout: 1800, chdir: SondeStress::ROOT)
+      assert built.success?, "script/ruby #{version} rake compile failed:\n#{err}"
     end
   end
 end
