@@ -56,8 +56,8 @@ struct sampling_pass {
   bool in_progress; // a pass that calls into Ruby must not be re-entered
   // Stats.
   uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
-  uint64_t threads_ended, cpu_remainders;
-  int64_t cpu_remainder_ns;
+  uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads;
+  int64_t cpu_remainder_ns, teardown_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
 };
 
@@ -134,8 +134,10 @@ static int64_t cpu_now(const thread_context *context) {
 // deleted), else, without a timer, since the pass that last charged it.
 // -1 when its clock cannot be read any more (its native thread is gone) or
 // when its tid runs a newer thread met since (that one's CPU is its own).
-static int64_t finish_cpu_of(sonde_run *run, thread_context *context, bool clock_is_its_own) {
+// *clock_ns: the clock reading the count ends at (-1: none).
+static int64_t finish_cpu_of(sonde_run *run, thread_context *context, bool clock_is_its_own, int64_t *clock_ns) {
   int64_t now = clock_is_its_own ? cpu_now(context) : -1;
+  *clock_ns = now;
   if (now >= 0 && vm_reuses_native_threads()) thread_contexts_note_end_clock(run->contexts, context->native_tid, now);
   int64_t uncovered = -1;
   if (run->timers != NULL && context->timer != 0) {
@@ -145,6 +147,25 @@ static int64_t finish_cpu_of(sonde_run *run, thread_context *context, bool clock
   }
   context->timer = 0;
   return now >= 0 ? uncovered : -1;
+}
+
+// The thread table entry every ended thread's leftover CPU goes under when
+// the thread had no sample of its own in the period and no name of its own
+// (on 3.3+ an unnamed thread is known only by its tid, and each tid would
+// be an entry of its own: at 15,000 threads a second a period's table would
+// grow by as many, about 500 bytes each), and where their teardown goes.
+#define ENDED_THREADS_NAME "(ended threads)"
+
+static bool ended_threads_index(recorder *rec, uint32_t *index) {
+  return recorder_intern_thread(rec, 0, ENDED_THREADS_NAME, index) == 0;
+}
+
+static bool index_for_ended_thread(sampling_pass *pass, thread_context *context, recorder *rec, uint32_t *index) {
+  if (context->named_by_tid && context->thread_generation != recorder_generation(rec)) {
+    pass->ended_threads_merged++;
+    return ended_threads_index(rec, index);
+  }
+  return thread_context_recorder_index(context, rec, index);
 }
 
 // Records a thread's CPU time since its previous sample as it ends, on the
@@ -174,7 +195,7 @@ static void record_uncovered_cpu(sonde_run *run, thread_context *context, int64_
   recorder *rec = recorder_slots_active(run->slots);
   uint32_t stack_id;
   if (recorder_intern_stack(rec, frames, depth, &stack_id) != 0 ||
-      !thread_context_recorder_index(context, rec, &sample_context.thread_index) ||
+      !index_for_ended_thread(pass, context, rec, &sample_context.thread_index) ||
       recorder_add(rec, stack_id, &sample_context, values) != 0) {
     pass->dropped_samples++;
     return;
@@ -183,12 +204,35 @@ static void record_uncovered_cpu(sonde_run *run, thread_context *context, int64_
   pass->cpu_remainder_ns += uncovered_ns;
 }
 
+// What ended threads spent in Ruby's teardown after their end hooks, since
+// the previous call (3.3+; vm.h): one sample under "(ended threads)", on a
+// "(thread teardown)" frame. Their stacks are gone, and their labels: none.
+static void record_teardown_cpu(sonde_run *run) {
+  uint64_t threads;
+  int64_t ns = vm_take_cpu_after_end_ns(&threads);
+  if (ns <= 0) return;
+  sampling_pass *pass = run->pass;
+  recorder_frame frame = {.frame_id = stacks_thread_teardown_frame_id(), .line = 0};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = ns};
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id;
+  if (recorder_intern_stack(rec, &frame, 1, &stack_id) != 0 || !ended_threads_index(rec, &sample_context.thread_index) ||
+      recorder_add(rec, stack_id, &sample_context, values) != 0) {
+    pass->dropped_samples++;
+    return;
+  }
+  pass->teardown_threads += threads;
+  pass->teardown_cpu_ns += ns;
+}
+
 // A context forgotten: its thread ended before a pass or a hook could see
 // its end. Its native thread may still be there (Ruby 3.1 keeps it for
 // the next thread): then its clock still tells what the end took.
 static void disarm_timer_of(thread_context *context, void *data, bool clock_is_its_own) {
   sonde_run *run = data;
-  record_uncovered_cpu(run, context, finish_cpu_of(run, context, clock_is_its_own), false);
+  int64_t clock;
+  record_uncovered_cpu(run, context, finish_cpu_of(run, context, clock_is_its_own, &clock), false);
 }
 
 static void warn_timers_unavailable_once(int err) {
@@ -252,6 +296,9 @@ void sampling_pass_baseline(sonde_run *run) {
     context->sampled = true; // the baseline stands for its previous sample
   }
   pass->previous_pass_ns = now;
+  // What threads that ended before this run spent on their way out is not its.
+  uint64_t threads;
+  vm_take_cpu_after_end_ns(&threads);
 }
 
 void sampling_pass_meet_current_thread(sonde_run *run) {
@@ -627,6 +674,7 @@ static VALUE full_pass_protected(VALUE arg) {
   // samples below are cut by.
   pass->holder_tid = 0;
   drain_captures(run, DRAIN_IN_PASS);
+  record_teardown_cpu(run);
   if (!gc_source_record_pending(run)) pass->dropped_samples++;
   bool someone_on_cpu = false;
   for (size_t i = 0; i < pass->thread_count; i++) {
@@ -754,9 +802,17 @@ static VALUE end_thread_protected(VALUE arg) {
   if (!vm_current_thread_info(&info)) return Qnil;
   thread_context *context = thread_contexts_find_by_handle(run->contexts, info.handle);
   if (context == NULL || context->native_tid != info.native_tid) return Qnil;
-  // Its CPU samples still waiting are recorded while it has its name.
+  // Its CPU samples still waiting are recorded while it has its name, the
+  // one it may have given itself since the last pass. (Ruby runs the
+  // hooks of one event latest-enabled first: this one runs before the 3.3
+  // backend's, which drops the thread from its registry, names and all.)
+  thread_contexts_refresh_name_now(context);
   drain_captures(run, DRAIN_CPU_ONLY);
-  record_uncovered_cpu(run, context, finish_cpu_of(run, context, true), true);
+  int64_t clock;
+  record_uncovered_cpu(run, context, finish_cpu_of(run, context, true, &clock), true);
+  // Its teardown, still to come, is counted from here (3.3+).
+  bool profiled = !own_threads_contains(run->own, context->thread) && !own_threads_contains(run->muted, context->thread);
+  if (clock >= 0 && profiled) vm_note_current_thread_end_cpu(clock);
   thread_contexts_forget(run->contexts, context, NULL, NULL);
   run->pass->threads_ended++;
   return Qnil;
@@ -783,6 +839,7 @@ void sampling_pass_prepare_job(void) {
 void sampling_pass_record_captures(sonde_run *run, bool final) {
   if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
   drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
+  record_teardown_cpu(run);
   if (final) {
     alloc_source_close_window(run);
   } else {
@@ -812,4 +869,7 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "threads_ended", pass->threads_ended);
   PUT(stats, "cpu_remainder_samples", pass->cpu_remainders);
   PUT(stats, "cpu_remainder_ns", pass->cpu_remainder_ns);
+  PUT(stats, "ended_threads_merged", pass->ended_threads_merged);
+  PUT(stats, "teardown_cpu_threads", pass->teardown_threads);
+  PUT(stats, "teardown_cpu_ns", pass->teardown_cpu_ns);
 }

@@ -15,6 +15,7 @@
 #define SYNTHETIC_LOST_ALLOCATIONS 3u
 #define SYNTHETIC_NO_RUBY_FRAME 4u
 #define SYNTHETIC_THREAD_END 5u
+#define SYNTHETIC_THREAD_TEARDOWN 6u
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
@@ -59,6 +60,8 @@ uint64_t stacks_no_ruby_frame_id(void) { return SYNTHETIC_NO_RUBY_FRAME; }
 
 uint64_t stacks_thread_end_frame_id(void) { return SYNTHETIC_THREAD_END; }
 
+uint64_t stacks_thread_teardown_frame_id(void) { return SYNTHETIC_THREAD_TEARDOWN; }
+
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   if (!is_synthetic(frame_id)) {
     vm_describe_frame(frame_id, name, path, first_line);
@@ -85,6 +88,9 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
       break;
     case SYNTHETIC_THREAD_END:
       *name = rb_str_new_cstr("(CPU since the thread's last sample)");
+      break;
+    case SYNTHETIC_THREAD_TEARDOWN:
+      *name = rb_str_new_cstr("(thread teardown)");
       break;
     default:
       *name = rb_str_new_cstr("(unknown)");

@@ -47,6 +47,11 @@ uint64_t stacks_no_ruby_frame_id(void);
 // the thread's last sample)"): its stack cannot be read any more.
 uint64_t stacks_thread_end_frame_id(void);
 
+// The synthetic frame of the CPU time ended threads spent in Ruby's
+// teardown after their thread-end hook ("(thread teardown)"): counted as
+// each one exits, when its stack is gone (vm_take_cpu_after_end_ns).
+uint64_t stacks_thread_teardown_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);

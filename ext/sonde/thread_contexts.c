@@ -139,6 +139,7 @@ static void copy_truncated(char *out, const char *text, size_t length) {
 static void name_thread(thread_context *context, const vm_thread_info *info) {
   context->name_source = info->name;
   context->thread_generation = 0; // the recorder's thread entry changes with the name
+  context->named_by_tid = false;
   if (info->is_main) {
     snprintf(context->name, THREAD_NAME_SIZE, "main");
     return;
@@ -152,11 +153,13 @@ static void name_thread(thread_context *context, const vm_thread_info *info) {
     copy_truncated(context->name, location, strlen(location));
   } else {
     thread_contexts_name_of_unmet(info->native_tid, context->name, THREAD_NAME_SIZE);
+    context->named_by_tid = true;
   }
 }
 
+// Qundef: the backend does not know the name now; the cached one stays.
 void thread_contexts_refresh_name(thread_context *context, const vm_thread_info *info) {
-  if (context->name_source != info->name) name_thread(context, info);
+  if (info->name != Qundef && context->name_source != info->name) name_thread(context, info);
 }
 
 thread_context *thread_contexts_find_by_tid(const thread_contexts *contexts, int64_t tid) {

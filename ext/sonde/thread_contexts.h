@@ -29,6 +29,7 @@ typedef struct thread_context {
   bool has_cpu_clock;
   VALUE name_source; // the Thread#name the cached name was made from
   char name[THREAD_NAME_SIZE];
+  bool named_by_tid; // the name is only "thread <tid>": the thread has none of its own
   uint64_t last_seen_pass;
   bool sampled; // has had a wall sample (else the next is its first)
 

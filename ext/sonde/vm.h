@@ -40,7 +40,7 @@ typedef struct {
   int64_t native_tid; // Linux thread id, as Thread#native_thread_id
   vm_thread_state state;
   bool is_main;
-  VALUE name; // Thread#name, or Qnil
+  VALUE name; // Thread#name, or Qnil; Qundef when the backend does not know it now
   bool has_gvl_times;    // false on backends without GVL hooks (Ruby 3.1, 3.2)
   vm_gvl_times gvl_times;
   // What the thread did during its off_gvl_ns time, as far as its leaf
@@ -78,6 +78,17 @@ bool vm_times_gvl_waits(void);
 // (Ruby 3.1's thread cache): its CPU clock then starts at what the earlier
 // threads used, not at 0. Ruby 3.3 and later make a native thread per thread.
 bool vm_reuses_native_threads(void);
+
+// Ruby 3.3+: what a thread does after its thread-end hook (Ruby's teardown
+// of the thread, up to its last GVL event) is counted by that event's hook
+// from the CPU clock reading the end hook noted here. With the GVL, on the
+// ending thread, from its thread-end hook. Ruby 3.1 needs none (its next
+// thread on the same native thread counts from there): a no-op.
+void vm_note_current_thread_end_cpu(int64_t cpu_ns);
+
+// The CPU time counted so, since the previous call, and how many threads
+// it came from. Any thread; atomic; 0 on Ruby 3.1.
+int64_t vm_take_cpu_after_end_ns(uint64_t *threads);
 
 // Signal-safe, no GVL needed: reads which pthread holds the main Ractor's GVL.
 // Returns false when no thread holds it. The read is racy by nature: the

@@ -83,7 +83,19 @@ typedef struct {
   // Set (atomic, once) by code on the main Ractor that met the thread there;
   // only then do its RESUMED events make it the GVL owner.
   int of_main_ractor;
+  // The thread's CPU clock as its thread-end hook counted it (0: not
+  // counted), for its EXITED hook (see vm_note_current_thread_end_cpu).
+  int64_t end_cpu_ns;
+  // Where the thread's pair sits in the registry, plus one (0: nowhere).
+  // With the GVL only, on the main Ractor (see the registry below).
+  long registry_slot;
 } thread_record;
+
+// What ended threads' EXITED hooks found on their CPU clocks past where
+// their thread-end hooks counted, waiting for vm_take_cpu_after_end_ns.
+// Atomic: hooks of several threads add, a pass takes.
+static int64_t cpu_after_end_ns;
+static uint64_t threads_after_end;
 
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
@@ -166,6 +178,30 @@ static void clear_gvl_owner_if(const thread_record *record) {
   __atomic_compare_exchange_n(&gvl_owner, &leaving, NO_GVL_OWNER, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
+// EXITED, on the ending thread itself (it is the last thing
+// thread_start_func_2 does), after Ruby's teardown of the thread: what that
+// teardown took since the thread-end hook. A clock read and two atomic
+// adds; nothing when the record is another native thread's (checked
+// against its pthread: no system call).
+static void add_cpu_after_end(const thread_record *record) {
+  int64_t counted = __atomic_load_n(&record->end_cpu_ns, __ATOMIC_RELAXED);
+  if (counted <= 0 || record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
+  int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+  if (now <= counted) return;
+  __atomic_fetch_add(&cpu_after_end_ns, now - counted, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&threads_after_end, 1, __ATOMIC_RELAXED);
+}
+
+void vm_note_current_thread_end_cpu(int64_t cpu_ns) {
+  thread_record *record = rb_internal_thread_specific_get(rb_thread_current(), record_key);
+  if (record != NULL && record->pid == getpid()) __atomic_store_n(&record->end_cpu_ns, cpu_ns, __ATOMIC_RELAXED);
+}
+
+int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
+  *threads = __atomic_exchange_n(&threads_after_end, 0, __ATOMIC_RELAXED);
+  return __atomic_exchange_n(&cpu_after_end_ns, 0, __ATOMIC_RELAXED);
+}
+
 // The one hook; see the top of the file for what it may do. Only RESUMED is
 // sure to run on the thread it is about (the thread takes the GVL itself;
 // Ruby 3.3 runs a new thread's READY on the thread that created it), so a
@@ -206,6 +242,7 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_READY) {
     record_event(record, GVL_EVENT_READY);
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_EXITED) {
+    add_cpu_after_end(record);
     rb_internal_thread_specific_set(thread, record_key, NULL);
     free(record);
   }
@@ -324,6 +361,7 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
   thread_record *fresh = new_record_for_current_thread();
   if (fresh == NULL) return NULL;
   mark_of_main_ractor(fresh);
+  if (record != NULL) fresh->registry_slot = record->registry_slot;
   rb_internal_thread_specific_set(thread, record_key, fresh);
   free(record);
   set_gvl_owner_to_current_thread();
@@ -340,35 +378,62 @@ static ID id_list, id_name, id_native_thread_id;
 // Thread#name: this registry stands in for them. With the GVL only:
 // filled by vm_begin_run from Thread.list (a plain call, from Sonde.start),
 // added to by a thread-begin hook, renamed by a Thread#name= hook, and
-// thinned by each pass (a thread whose record its EXITED hook freed has
-// ended). Qnil between runs.
+// left by a thread at its thread-end hook, and thinned by each pass of the
+// threads that ended without one (killed, or ended by an exception: their
+// EXITED hook freed their record). Qnil between runs.
+//
+// Each thread's record holds its pair's place, so that finding a thread
+// costs the same however many threads there are (a thread starting, ending
+// or being renamed at 15,000 threads a second). A thread the registry holds
+// is kept alive by it: an ended one holds its Thread object, and what Ruby
+// frees with it (its VM stack among them), until it leaves.
 static VALUE registry = Qnil;
 static VALUE registry_begin_hook = Qnil;
+static VALUE registry_end_hook = Qnil;
+
+static thread_record *record_of_this_process(VALUE thread) {
+  thread_record *record = rb_internal_thread_specific_get(thread, record_key);
+  return record != NULL && record->pid == getpid() ? record : NULL;
+}
 
 static long registry_index_of(VALUE thread) {
   if (NIL_P(registry)) return -1;
-  for (long i = 0; i < RARRAY_LEN(registry); i += 2) {
-    if (RARRAY_AREF(registry, i) == thread) return i;
-  }
-  return -1;
+  thread_record *record = record_of_this_process(thread);
+  if (record == NULL || record->registry_slot <= 0) return -1;
+  long index = record->registry_slot - 1;
+  // A slot from another run's registry is no slot in this one.
+  return index + 1 < RARRAY_LEN(registry) && RARRAY_AREF(registry, index) == thread ? index : -1;
 }
 
+// Qundef for a thread the registry does not hold (not yet, or no more: an
+// ending thread has left it): its name is not known here.
 static VALUE registered_name(VALUE thread) {
   long index = registry_index_of(thread);
-  return index < 0 ? Qnil : RARRAY_AREF(registry, index + 1);
+  return index < 0 ? Qundef : RARRAY_AREF(registry, index + 1);
 }
 
+// Only a thread with a record of this process is added (vm_each_thread
+// would drop one without at once).
 static void registry_add(VALUE thread, VALUE name) {
   if (NIL_P(registry) || registry_index_of(thread) >= 0) return;
+  thread_record *record = record_of_this_process(thread);
+  if (record == NULL) return;
+  record->registry_slot = RARRAY_LEN(registry) + 1;
   rb_ary_push(registry, thread);
   rb_ary_push(registry, name);
 }
 
+// The last pair takes the removed one's place.
 static void registry_remove_at(long index) {
   long last = RARRAY_LEN(registry) - 2;
+  thread_record *leaving = record_of_this_process(RARRAY_AREF(registry, index));
+  if (leaving != NULL) leaving->registry_slot = 0;
   if (index != last) {
-    rb_ary_store(registry, index, RARRAY_AREF(registry, last));
+    VALUE moved = RARRAY_AREF(registry, last);
+    rb_ary_store(registry, index, moved);
     rb_ary_store(registry, index + 1, RARRAY_AREF(registry, last + 1));
+    thread_record *record = record_of_this_process(moved);
+    if (record != NULL) record->registry_slot = index + 1;
   }
   rb_ary_resize(registry, last);
 }
@@ -397,6 +462,16 @@ static void on_thread_begin(VALUE tracepoint, void *unused) {
   registry_add(thread, Qnil); // a thread is named after it starts, through Thread#name=
 }
 
+// A thread whose block returned leaves at once, not at the next pass: a
+// pass can be 10 ms away or more, and at thousands of threads a second the
+// ended threads it would keep alive meanwhile (a megabyte of VM stack each)
+// made Sonde's memory (issue 23).
+static void on_thread_end(VALUE tracepoint, void *unused) {
+  if (!vm_on_main_ractor()) return;
+  long index = registry_index_of(rb_thread_current());
+  if (index >= 0) registry_remove_at(index);
+}
+
 void vm_begin_run(void) {
   registry = rb_ary_new();
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
@@ -423,11 +498,15 @@ void vm_begin_run(void) {
   RB_GC_GUARD(threads);
   registry_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
   rb_tracepoint_enable(registry_begin_hook);
+  registry_end_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_END, on_thread_end, NULL);
+  rb_tracepoint_enable(registry_end_hook);
 }
 
 void vm_end_run(void) {
   if (!NIL_P(registry_begin_hook)) rb_tracepoint_disable(registry_begin_hook);
   registry_begin_hook = Qnil;
+  if (!NIL_P(registry_end_hook)) rb_tracepoint_disable(registry_end_hook);
+  registry_end_hook = Qnil;
   registry = Qnil;
 }
 
@@ -540,7 +619,12 @@ static VALUE depth_count_scratch[DEPTH_COUNT_LIMIT];
 static int depth_count_busy;
 
 // A handler of another thread may have held the scratch at the fork.
-void vm_forget_after_fork(void) { __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE); }
+// The parent's ended threads' CPU is the parent's.
+void vm_forget_after_fork(void) {
+  __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE);
+  uint64_t threads;
+  vm_take_cpu_after_end_ns(&threads);
+}
 
 // The whole depth of a stack of which `kept` frames were read, or 0 when
 // unknown. thread is Qnil for the calling thread's own stack.
@@ -774,6 +858,7 @@ void vm_init(void) {
   sleep_verdicts = st_init_numtable();
   rb_gc_register_address(&registry);
   rb_gc_register_address(&registry_begin_hook);
+  rb_gc_register_address(&registry_end_hook);
   VALUE sonde = rb_const_get(rb_cObject, rb_intern("Sonde"));
   VALUE name_tracker = rb_define_module_under(sonde, "ThreadNameTracker");
   rb_define_method(name_tracker, "name=", thread_name_set, 1);

@@ -100,6 +100,15 @@ bool vm_times_gvl_waits(void) { return false; }
 
 bool vm_reuses_native_threads(void) { return true; }
 
+// The thread cache counts the teardown: the next thread on the native
+// thread starts counting where this one's end left its clock.
+void vm_note_current_thread_end_cpu(int64_t cpu_ns) {}
+
+int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
+  *threads = 0;
+  return 0;
+}
+
 // Ruby 3.1 sets a thread's tid when the thread starts and never again, so in
 // a forked child the thread that forked still carries its parent's tid (and
 // Thread#native_thread_id says the same). The atfork child handler, which

@@ -1,0 +1,109 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# What Sonde keeps of threads that ended (issue 23, churn): nothing that
+# outlives their end, and a profile whose size does not grow with the
+# number of threads. On Ruby 3.3+ also the CPU of Ruby's teardown of each
+# thread, which comes after its thread-end hook. Run on another Ruby with
+# `script/ruby 3.3 ruby -Ilib -Itest test/thread_end_test.rb`.
+class ThreadEndTest < Minitest::Test
+  include SondeTestHelper
+
+  THREADS = 300
+
+  def run_script(script)
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", script)
+    assert status.success?, stderr
+    JSON.parse(stdout.lines.last)
+  end
+
+  def modern_ruby?
+    Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+  end
+
+  # At 1 Hz no pass runs between the threads' ends and the GC: what keeps
+  # an ended Thread alive then is Sonde's (before: the 3.3 backend's thread
+  # registry held every thread that ended since the last pass, and so its
+  # megabyte of VM stack: +16 to +26 MB of peak RSS under churn). The GC
+  # scans the machine stack conservatively, so a stray word may keep a
+  # thread or two: a few are let through; before the fix all 300 stayed.
+  def test_ended_threads_are_not_kept_alive_until_the_next_pass
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 1)
+      sleep 0.05 # the first pass is behind us
+      refs = ObjectSpace::WeakMap.new
+      #{THREADS}.times { |i| t = Thread.new { i * i }; t.join; refs[i] = t }
+      GC.start(full_mark: true, immediate_sweep: true)
+      alive = #{THREADS}.times.count { |i| refs.key?(i) }
+      passes = Sonde.stats[:samples]
+      Sonde.stop
+      puts JSON.generate(alive: alive, passes: passes)
+    RUBY
+    assert_operator facts["alive"], :<=, 5, "ended threads still alive after a full GC: #{facts}"
+  end
+
+  # Unnamed threads that ended without a sample of their own in the period
+  # share one thread entry, "(ended threads)": the period's thread table
+  # holds a handful of entries, not one per thread (before: 300 and more
+  # on 3.3 and 3.4, where such a thread is known only by its tid). On 3.1
+  # an unnamed thread is named by where it started, and keeps that name.
+  def test_unnamed_short_threads_share_one_thread_entry
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 1)
+      sleep 0.05
+      #{THREADS}.times { |i| Thread.new { Array.new(64) { |k| k * i }.sum }.join }
+      merged = Sonde.stats[:ended_threads_merged]
+      profile = Sonde.stop.decode
+      names = profile.samples.map { |s| s.labels["thread name"] }
+      puts JSON.generate(threads: names.uniq, samples: profile.samples.size, merged: merged,
+                         ended_samples: names.count("(ended threads)"))
+    RUBY
+    assert_operator facts["threads"].size, :<=, 10, "one thread entry per ended thread: #{facts['threads'].size}"
+    if modern_ruby?
+      assert_includes facts["threads"], "(ended threads)"
+      # Every one of them: none got a sample of its own at 1 Hz.
+      assert_operator facts["merged"], :>=, THREADS - 5, facts.inspect
+    end
+  end
+
+  # A named thread keeps its name in its end sample, though the backend's
+  # registry has let it go by then.
+  def test_a_named_short_thread_keeps_its_name
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 1)
+      sleep 0.05
+      Thread.new { Thread.current.name = "named-worker"; x = 0; 200_000.times { |k| x += k } }.join
+      profile = Sonde.stop.decode
+      puts JSON.generate(threads: profile.samples.map { |s| s.labels["thread name"] }.uniq)
+    RUBY
+    assert_includes facts["threads"], "named-worker"
+  end
+
+  # 3.3+: the CPU a thread spends after its thread-end hook (Ruby's
+  # teardown: before, about a fifth of a churning program's CPU, unseen) is
+  # counted at its EXITED event and recorded as "(thread teardown)" under
+  # "(ended threads)". Every thread that ends through its end hook is
+  # counted, exactly: its EXITED runs before join returns (it fires while
+  # the ending thread still holds the GVL, which join needs back).
+  def test_teardown_cpu_is_counted_for_every_thread
+    skip "Ruby #{RUBY_VERSION}: the next thread on the same native thread counts the teardown" unless modern_ruby?
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 1)
+      sleep 0.05
+      #{THREADS}.times { |i| Thread.new { i * i }.join }
+      stopped = Sonde.stop # the teardown since the last pass is recorded at stop
+      stats = stopped.stats
+      profile = stopped.decode
+      cpu = profile.value_index("cpu-time")
+      teardown = profile.samples.select { |s| profile.frames(s).map { |function, _| function.name } == ["(thread teardown)"] }
+      puts JSON.generate(threads: stats[:teardown_cpu_threads], stats_ns: stats[:teardown_cpu_ns],
+                         profile_ns: teardown.sum { |s| s.values[cpu] },
+                         owners: teardown.map { |s| s.labels["thread name"] }.uniq)
+    RUBY
+    assert_equal THREADS, facts["threads"], facts.inspect
+    assert_operator facts["stats_ns"], :>, 0
+    assert_equal facts["stats_ns"], facts["profile_ns"], "the profile holds what the stats counted"
+    assert_equal ["(ended threads)"], facts["owners"]
+  end
+end
