@@ -94,7 +94,7 @@ module Sonde
     # What Sonde::Native.start takes, in one frozen Hash (see #native_settings).
     NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap alloc_duty].freeze
 
-    attr_reader(*SETTINGS.map(&:name), :sources, :export_specs)
+    attr_reader(*SETTINGS.map(&:name), :sources)
 
     def initialize(environment: ENV, **keywords)
       Setting.refuse_unknown(keywords.keys, BY_NAME.keys, "option")
@@ -107,9 +107,17 @@ module Sonde
       end
       @service ||= Options.default_service
       check_heap_needs_allocations
-      @export_specs = check_export
+      @export_specs = (continuous || @sources[:export] != "default") ? check_export : nil
       @sources.freeze
       freeze
+    end
+
+    # The export value's entries, read against the exporter registry
+    # (Exporters::Spec). Read at start when the run exports (continuous) or
+    # an export was given; the default's, not continuous, only when asked:
+    # a run that exports nothing loads no exporter.
+    def export_specs
+      @export_specs || check_export
     end
 
     def to_h
@@ -183,9 +191,10 @@ module Sonde
     end
 
     # The export value's entries, read against the exporter registry: an
-    # unknown kind or option, or a bad option value, is refused here, at
-    # every start; only continuous mode builds the exporters (and creates a
-    # dir: directory). Errors name the setting as the user gave it.
+    # unknown kind or option, or a bad option value, is refused at the start
+    # it was given to, continuous or not; only continuous mode builds the
+    # exporters (and creates a dir: directory). Errors name the setting as
+    # the user gave it.
     def check_export
       require_relative "exporters"
       source = @sources[:export]
