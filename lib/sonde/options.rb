@@ -22,9 +22,15 @@ module Sonde
     # Allocations per allocation sample, on average (alloc: and heap:).
     ALLOC_INTERVAL_RANGE = (1..10_000_000).freeze
     DEFAULT_ALLOC_INTERVAL = 1024
-    # Share of ticks during which allocations are listened to (alloc: and heap:).
+    # Share of ticks during which allocations are listened to (alloc: and
+    # heap:). A one-off profile (Sonde.profile, Sonde.start/stop, `sonde
+    # record`, a capture that starts Sonde) listens to every tick: at a
+    # share, a short one may listen to none and count no allocation.
+    # Continuous mode, on for the process's life, listens to a share, which
+    # keeps allocation sampling within its overhead (README, Overhead).
     ALLOC_DUTY_MIN = 0.01
-    DEFAULT_ALLOC_DUTY = 0.05
+    DEFAULT_ALLOC_DUTY = 1
+    CONTINUOUS_ALLOC_DUTY = 0.05
     # Seconds between flushes in continuous mode.
     EVERY_RANGE = (1..3600).freeze
     DEFAULT_EXPORT = "dir:sonde-profiles"
@@ -106,6 +112,7 @@ module Sonde
         @sources[setting.name] = source
       end
       @service ||= Options.default_service
+      @alloc_duty = CONTINUOUS_ALLOC_DUTY if continuous && @sources[:alloc_duty] == "default"
       check_heap_needs_allocations
       @export_specs = (continuous || @sources[:export] != "default") ? check_export : nil
       @sources.freeze
