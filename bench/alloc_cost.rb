@@ -31,6 +31,7 @@ require "tmpdir"
 require_relative "support/child"
 require_relative "support/measurements"
 require_relative "support/alloc_report"
+require_relative "../lib/sonde/options"
 
 module SondeBench
   class AllocCost
@@ -41,6 +42,7 @@ module SondeBench
     # A profiler configuration; alloc_interval nil leaves the profiler's
     # own default (see profiler_hook.rb, SONDE_BENCH_ALLOC_INTERVAL).
     # duty: Sonde's alloc_duty (through SONDE_ALLOC_DUTY; nil: its default).
+    CONTINUOUS_DUTY = Sonde::Options::CONTINUOUS_ALLOC_DUTY
     Variant = Struct.new(:name, :profiler, :rate, :alloc_interval, :heap, :duty, keyword_init: true) do
       def env
         env = {}
@@ -64,11 +66,14 @@ module SondeBench
       Variant.new(name: "none", profiler: "none", rate: 0),
       Variant.new(name: "none (A/A)", profiler: "none", rate: 0),
       Variant.new(name: "sonde", profiler: "sonde", rate: RATE_HZ, alloc_interval: 0),
-      # The default duty (one tick in 20 listened to), then listening all the time.
+      # Continuous mode's duty (one tick in 20 listened to), then listening
+      # all the time (a one-off profile's default).
       *[1024, 256].map do |interval|
-        Variant.new(name: "sonde alloc #{interval}", profiler: "sonde", rate: RATE_HZ, alloc_interval: interval)
+        Variant.new(name: "sonde alloc #{interval}", profiler: "sonde", rate: RATE_HZ, alloc_interval: interval,
+                    duty: CONTINUOUS_DUTY)
       end,
-      Variant.new(name: "sonde heap 1024", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, heap: true),
+      Variant.new(name: "sonde heap 1024", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, heap: true,
+                  duty: CONTINUOUS_DUTY),
       Variant.new(name: "sonde alloc 1024 duty 1", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, duty: 1),
       Variant.new(name: "sonde heap 1024 duty 1", profiler: "sonde", rate: RATE_HZ, alloc_interval: 1024, heap: true,
                   duty: 1),

@@ -46,7 +46,7 @@ end
 
 # A slice lasts about SLICE_SECONDS (its unit repeated, counted at warm-up):
 # 50 ticks at 100 Hz, so that each listened-to variant hears its share of
-# ticks in every slice (one tick in 20 by default), not in one slice of
+# ticks in every slice (one tick in 20 at continuous mode's duty), not in one slice of
 # several, which would make its fastest slice one that heard nothing.
 SLICE_SECONDS = 0.5
 UNITS = { "alloc" => method(:alloc_slice), "json_parse" => method(:json_slice) }.freeze
@@ -58,14 +58,15 @@ WORKLOADS = UNITS.to_h do |name, unit|
   repeats = [(SLICE_SECONDS / (thread_cpu.call - started)).ceil, 1].max
   [name, -> { repeats.times { unit.call } }]
 end.freeze
-duty = Sonde::Options::DEFAULT_ALLOC_DUTY
+# Continuous mode's duty (a one-off profile's default is 1, the rows after).
+duty = Sonde::Options::CONTINUOUS_ALLOC_DUTY
 VARIANTS = {
   "none" => nil,
   "none (A/A)" => nil,
   "sonde" => {},
-  "sonde alloc (defaults: duty #{duty})" => { alloc: true },
+  "sonde alloc (defaults: duty #{duty})" => { alloc: true, alloc_duty: duty },
   "sonde alloc duty 1" => { alloc: true, alloc_duty: 1 },
-  "sonde heap (defaults)" => { heap: true },
+  "sonde heap (defaults)" => { heap: true, alloc_duty: duty },
   "sonde heap duty 1" => { heap: true, alloc_duty: 1 },
 }.freeze
 

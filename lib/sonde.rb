@@ -2,15 +2,8 @@
 
 require_relative "sonde/version"
 require_relative "sonde/errors"
-require_relative "sonde/platform"
 require_relative "sonde/native"
-require_relative "sonde/options"
-require_relative "sonde/profile"
 require_relative "sonde/process_hooks"
-require_relative "sonde/continuous"
-require_relative "sonde/session"
-require_relative "sonde/labels"
-require_relative "sonde/trace_context"
 require_relative "sonde/trap_guard"
 require_relative "sonde/ractor_guard"
 
@@ -34,8 +27,19 @@ module Sonde
   # The pprof reader (Sonde::Pprof.decode(bytes)), for scripts that look
   # into a profile.
   autoload :Pprof, File.expand_path("sonde/pprof", __dir__)
+  # What a run needs loads at its start (or when first named): every object
+  # a library keeps alive stays on the application's heap, and a heap that
+  # holds more grows sooner and collects less often. A program that only
+  # loads Sonde keeps the GC it had (test/startup_test.rb).
+  autoload :Options, File.expand_path("sonde/options", __dir__)
+  autoload :Profile, File.expand_path("sonde/profile", __dir__)
+  autoload :Session, File.expand_path("sonde/session", __dir__)
+  autoload :SamplingError, File.expand_path("sonde/session", __dir__)
+  autoload :Labels, File.expand_path("sonde/labels", __dir__)
+  autoload :TraceContext, File.expand_path("sonde/trace_context", __dir__)
 
-  @session = Session.new
+  @session = nil
+  @session_lock = Mutex.new
 
   ProcessHooks.install
   TrapGuard.install
@@ -43,9 +47,17 @@ module Sonde
 
   class << self
     # This process's Sonde::Session: the run, its exporters and its fork and
-    # exec handling. The methods below are its public face; the session
-    # itself is for Sonde's own hooks.
-    attr_reader :session
+    # exec handling, made at first use. The methods below are its public
+    # face; the session itself is for Sonde's own hooks.
+    def session
+      @session || @session_lock.synchronize { @session ||= Session.new }
+    end
+
+    # The session, or nil while nothing has used Sonde yet (the fork and
+    # exec hooks: a process that never started Sonde has nothing to do).
+    def existing_session
+      @session
+    end
 
     # Whether this Ruby and platform can be profiled (and the native core loaded).
     def supported?
@@ -76,33 +88,33 @@ module Sonde
     # where Sonde cannot run, Sonde::StateError when already started,
     # Sonde::SignalConflictError when another library owns SIGPROF.
     def start(**keywords)
-      @session.start(**keywords)
+      session.start(**keywords)
     end
 
     # The effective settings: for each, its value and where it came from
     # ("keyword", "default" or the SONDE_* variable). Those of the current
     # run, or else what Sonde.start with no keywords would use now.
     def configuration
-      @session.configuration
+      session.configuration
     end
 
     # Stops sampling and returns the Sonde::Profile of the run. Raises
     # Sonde::StateError when not started, Sonde::SamplingError when sampling
     # failed during the run (the error carries the partial profile).
     def stop
-      @session.stop
+      session.stop
     end
 
     # Returns the Sonde::Profile of the time since the previous flush (or
     # the start) while sampling goes on: no sample is lost or counted twice
     # between two flushes. Raises Sonde::StateError when not running.
     def flush
-      @session.flush
+      session.flush
     end
 
     # The options of the current (or last) run, as Sonde.start took them.
     def options
-      @session.options&.to_h
+      session.options&.to_h
     end
 
     # Sonde's own Ruby threads while it runs (the idle helper, and in
@@ -123,7 +135,7 @@ module Sonde
     # key is in the README's "Stats" table (test/stats_doc_test.rb holds the
     # two together). Empty before any run.
     def stats
-      @session.stats
+      session.stats
     end
 
     # Profiles the block and returns its Sonde::Profile; with out:, also
@@ -186,7 +198,7 @@ module Sonde
     # Calls the block with the Sonde::Profile recorded so far just before this
     # process execs (sonde record writes it). Internal to Sonde.
     def on_exec(&block)
-      @session.on_exec(&block)
+      session.on_exec(&block)
     end
   end
 end

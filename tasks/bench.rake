@@ -111,6 +111,13 @@ namespace :bench do
     puts "wrote #{path}"
   end
 
+  desc "What loading Sonde costs `ruby -e 1` (-rsonde, -rsonde/record), many interleaved rounds, and what it " \
+       "leaves on the heap (ROUNDS=40, ~1 min; CHECK=1 fails when -rsonde/record adds more than 0.03 s of CPU)"
+  task startup: :compile do
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "startup_cost.rb"), ENV.fetch("ROUNDS", "40"),
+       *("--check" if ENV["CHECK"] == "1")
+  end
+
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
   task :peers do
     sh RbConfig.ruby, INSTALL_PEERS

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "support/test_helper"
+require "sonde/report"
 
 # Allocation and live-heap profiles against workloads that know what they
 # allocated (test/workloads/known_allocations.rb): counts per method and
@@ -53,13 +54,13 @@ class AllocationTest < Minitest::Test
     assert_go_pprof_sample_index(out, "alloc-samples", "Object#make_foos")
   end
 
-  # At the default alloc_duty Ruby's allocation hook is on for one tick in
+  # At continuous mode's alloc_duty Ruby's allocation hook is on for one tick in
   # 20: the samples of the listened ticks stand for all of them, so the
   # counts still come out, with the variance of one tick per block added.
   def test_counts_are_estimated_when_only_some_ticks_are_listened_to
     facts, profile, = profile_of("windows", 64)
     stats = facts["stats"]
-    block = (1 / Sonde::Options::DEFAULT_ALLOC_DUTY).round
+    block = (1 / Sonde::Options::CONTINUOUS_ALLOC_DUTY).round
     assert_in_delta 1.0 / block, stats["alloc_duty"], 1e-9
     assert_operator stats["alloc_ticks"], :>=, 100, "ticks passed (rate 100, 3 s)"
     # Full blocks listen once each; the unfinished last block may or may
@@ -178,6 +179,50 @@ class AllocationTest < Minitest::Test
     live = total(profile, "heap-live-samples") { |s| class_of(s) == "Foo" }
     # Only what was allocated after the compaction is tracked (50,000).
     assert_within facts["survivors_after_compaction"], live.to_f, 0.15, "survivors tracked after GC.compact"
+  end
+
+  # A one-off profile listens at every tick by default: a 0.2 s block at
+  # continuous mode's duty (one tick in 20) got no listened tick and
+  # reported about 0 of its 1,000,000 Foo. Listening throughout, each
+  # sample weighs the allocations since the previous one, so the block's
+  # Foo add up to its count but for the gap after the last sample (5 runs:
+  # 0.03% to 0.18% short; the bound is 1%).
+  def test_a_one_off_profile_listens_to_every_tick_by_default
+    out = File.join(@dir, "one_off.pprof")
+    facts = run_workload("alloc_duty", "one_off", out)
+    assert_equal 1.0, facts["alloc_duty"]
+    profile = Sonde::Pprof.read(out)
+    assert_within 1_000_000, alloc_total(profile, "Foo", "Object#make_foos").to_f, 0.01, "Foo from make_foos"
+    assert_empty Sonde::Report.notes(profile), "it listened: no note"
+  end
+
+  # At a duty below 1 a profile may span no listened tick: it says so in
+  # its comments, and `sonde report` shows it, whether it holds no
+  # allocation sample (the first periods) or an earlier period's mix. One
+  # tick in 100, 40 periods of about 5 ticks: the full blocks guarantee
+  # periods of both kinds.
+  def test_a_profile_that_listened_to_no_tick_says_so
+    out = File.join(@dir, "flush.pprof")
+    periods = run_workload("alloc_duty", "flushes", out).fetch("periods")
+    unheard = periods.each_index.select { |n| periods[n]["listened"].zero? }
+    refute_empty unheard
+    assert_operator unheard.size, :<, periods.size, "full blocks of 100 ticks listen once each: #{periods}"
+    periods.each_index do |n|
+      profile = Sonde::Pprof.read("#{out}.#{n}")
+      notes = Sonde::Report.notes(profile).grep(/\Aallocations: no tick of this profile was listened to/)
+      if unheard.include?(n)
+        assert_equal 1, notes.size, "period #{n} (#{periods[n]}) says its estimate rests on no listened tick"
+        assert_includes notes.first, "alloc_duty 0.01 listens to one tick in 100"
+        assert_includes notes.first, "this profile spans #{periods[n]["ticks"]} tick"
+        has_samples = total(profile, "alloc-samples").positive?
+        assert_includes notes.first, has_samples ? "an earlier profile's mix" : "its allocation counts are unknown, not zero"
+      else
+        assert_empty notes, "period #{n} listened"
+      end
+    end
+    stdout, stderr, status = run_sonde("report", "#{out}.#{unheard.first}")
+    assert status.success?, stderr
+    assert_match(/^Note: allocations: no tick of this profile was listened to/, stdout)
   end
 
   def test_samples_carry_their_thread_and_labels

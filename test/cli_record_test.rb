@@ -43,8 +43,9 @@ class CliRecordTest < Minitest::Test
     assert_go_pprof_reads(out)
   end
 
-  # sonde record listens to every allocation unless told otherwise: at
-  # Sonde.start's default duty this short a command would hear none.
+  # sonde record, a one-off profile, listens to every allocation unless
+  # told otherwise: at continuous mode's duty this short a command would
+  # hear none.
   def test_alloc_and_heap_flags_add_their_sample_types
     out = File.join(@dir, "alloc.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--heap", "--alloc-interval", "64", "--",

@@ -21,7 +21,7 @@ class ConfigurationTest < Minitest::Test
     assert_equal 60, defaults.every
     assert_equal "dir:sonde-profiles", defaults.export
     assert_equal({}, defaults.tags)
-    assert_equal [false, false, 1024, 0.05], [defaults.alloc, defaults.heap, defaults.alloc_interval, defaults.alloc_duty]
+    assert_equal [false, false, 1024, 1], [defaults.alloc, defaults.heap, defaults.alloc_interval, defaults.alloc_duty]
     assert_equal 0, defaults.native_settings[:alloc_interval], "allocations are not sampled by default"
     assert(defaults.sources.values.all?("default"))
   end
@@ -33,7 +33,12 @@ class ConfigurationTest < Minitest::Test
     assert_equal [1024, true], options(heap: true).native_settings.values_at(:alloc_interval, :heap)
     assert_equal [1024, true], options({ "SONDE_HEAP" => "yes" }).native_settings.values_at(:alloc_interval, :heap)
     assert_equal 0, options(alloc_interval: 5).native_settings[:alloc_interval], "an interval alone turns nothing on"
-    assert_equal 0.05, options(alloc: true).native_settings[:alloc_duty]
+    # A one-off profile listens at every tick; continuous mode to one tick in 20.
+    assert_equal 1.0, options(alloc: true).native_settings[:alloc_duty]
+    continuous = options(alloc: true, continuous: true)
+    assert_equal [0.05, "default"], [continuous.native_settings[:alloc_duty], continuous.sources[:alloc_duty]]
+    assert_equal 0.5, options(alloc: true, continuous: true, alloc_duty: 0.5).alloc_duty, "a duty given wins"
+    assert_equal 0.5, options({ "SONDE_ALLOC_DUTY" => "0.5" }, alloc: true, continuous: true).alloc_duty
     assert_equal 1.0, options(alloc: true, alloc_duty: 1).native_settings[:alloc_duty], "a Float for the native side"
     assert_equal 0.25, options({ "SONDE_ALLOC_DUTY" => "0.25" }, heap: true).native_settings[:alloc_duty]
   end

@@ -178,6 +178,7 @@ struct alloc_source {
   int64_t checked_when_full_at; // monotonic ns
   uint64_t merged_samples, lost_samples;
   uint64_t ticks, listened_ticks, windows;
+  uint64_t ticks_at_profile_start, listened_at_profile_start; // as of the latest flush (or the start)
   int64_t window_switch_ns; // turning the hook on or off and closing windows, at ticks
   // Listening windows: allocations the hook heard, and both counts as of
   // the previous window's close.
@@ -729,6 +730,24 @@ static void close_window(sonde_run *run, bool end_of_profile) {
 
 void alloc_source_close_window(sonde_run *run) {
   if (run->alloc != NULL) close_window(run, true);
+}
+
+bool alloc_source_end_profile(sonde_run *run, bool has_samples, char *note, size_t size) {
+  alloc_source *alloc = run->alloc;
+  if (alloc == NULL) return false;
+  uint64_t ticks = alloc->ticks - alloc->ticks_at_profile_start;
+  bool unheard = alloc->block > 1 && alloc->listened_ticks == alloc->listened_at_profile_start;
+  alloc->ticks_at_profile_start = alloc->ticks;
+  alloc->listened_at_profile_start = alloc->listened_ticks;
+  if (!unheard) return false;
+  snprintf(note, size,
+           "sonde: allocations: no tick of this profile was listened to (alloc_duty %.2g listens to one tick in %u, "
+           "drawn at random; this profile spans %llu tick%s), so %s; alloc_duty 1 (SONDE_ALLOC_DUTY=1) listens to "
+           "every tick",
+           1.0 / alloc->block, alloc->block, (unsigned long long)ticks, ticks == 1 ? "" : "s",
+           has_samples ? "its allocation samples are an earlier profile's mix, scaled to this profile's allocations"
+                       : "it holds no allocation samples: its allocation counts are unknown, not zero");
+  return true;
 }
 
 static void record_live_object(const heap_object *object, const recorder_frame *frames, uint32_t depth, void *data) {

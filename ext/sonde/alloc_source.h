@@ -70,6 +70,15 @@ void alloc_source_after_tick(sonde_run *run);
 // the stop and flushes.
 void alloc_source_close_window(sonde_run *run);
 
+// With the GVL, as a profile ends (a flush or the stop), after its
+// allocation samples are recorded; has_samples: whether it holds any.
+// With alloc_duty below 1, when no tick of the profile's period was
+// listened to, writes the note its comments carry into note (its estimate
+// rests on no listening of its own: never a silent zero) and returns true;
+// false otherwise. Starts the next profile's count either way. Calls no
+// Ruby method.
+bool alloc_source_end_profile(sonde_run *run, bool has_samples, char *note, size_t size);
+
 // With the GVL, on the main Ractor: stops sampling allocations for the rest
 // of the run (the hook off for good, what it heard recorded, the tracked
 // heap still checked and recorded). Ruby 3.1's NEWOBJ hook crashes the VM

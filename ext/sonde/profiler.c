@@ -326,6 +326,12 @@ static VALUE stats_hash(const profiler_state *state) {
 static VALUE period_result(profiler_state *state, const recorder_period *period, bool export, VALUE comments,
                            VALUE label_sets, bool final) {
   comments = ractor_accounting_end_period(&state->ractors, period->rec, comments, final);
+  char alloc_note[320];
+  if (alloc_source_end_profile(&state->run, recorder_total(period->rec, RECORDER_ALLOC_SAMPLES) > 0, alloc_note,
+                               sizeof(alloc_note))) {
+    comments = NIL_P(comments) ? rb_ary_new() : rb_ary_dup(comments);
+    rb_ary_push(comments, rb_str_new_cstr(alloc_note));
+  }
   profile_export_times times = {
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,

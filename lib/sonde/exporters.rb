@@ -1,14 +1,10 @@
 # frozen_string_literal: true
 
-require "uri"
 require_relative "errors"
 require_relative "setting"
 require_relative "options"
 require_relative "exporters/registry"
 require_relative "exporters/settings"
-require_relative "exporters/directory"
-require_relative "exporters/pyroscope"
-require_relative "exporters/datadog"
 
 module Sonde
   # One profile of continuous mode, as the exporters take it.
@@ -29,6 +25,18 @@ module Sonde
   # (see Exporters::Base), so parse and #export are the only parts that run
   # on application threads.
   module Exporters
+    # Each exporter's file (and what it needs: fileutils, json, time, uri,
+    # socket) loads when its kind is first named (Registry.fetch) or its
+    # class first referenced.
+    autoload :Base, File.expand_path("exporters/base", __dir__)
+    autoload :RetryableError, File.expand_path("exporters/base", __dir__)
+    autoload :PermanentError, File.expand_path("exporters/base", __dir__)
+    autoload :HTTPDelivery, File.expand_path("exporters/http_delivery", __dir__)
+    autoload :Multipart, File.expand_path("exporters/multipart", __dir__)
+    autoload :Directory, File.expand_path("exporters/directory", __dir__)
+    autoload :Pyroscope, File.expand_path("exporters/pyroscope", __dir__)
+    autoload :Datadog, File.expand_path("exporters/datadog", __dir__)
+
     # One export entry, read and checked: the exporter class, its target and
     # its options (Settings rows), and the entry as error messages show it
     # (secrets hidden).

@@ -22,9 +22,15 @@ module Sonde
     # Allocations per allocation sample, on average (alloc: and heap:).
     ALLOC_INTERVAL_RANGE = (1..10_000_000).freeze
     DEFAULT_ALLOC_INTERVAL = 1024
-    # Share of ticks during which allocations are listened to (alloc: and heap:).
+    # Share of ticks during which allocations are listened to (alloc: and
+    # heap:). A one-off profile (Sonde.profile, Sonde.start/stop, `sonde
+    # record`, a capture that starts Sonde) listens to every tick: at a
+    # share, a short one may listen to none and count no allocation.
+    # Continuous mode, on for the process's life, listens to a share, which
+    # keeps allocation sampling within its overhead (README, Overhead).
     ALLOC_DUTY_MIN = 0.01
-    DEFAULT_ALLOC_DUTY = 0.05
+    DEFAULT_ALLOC_DUTY = 1
+    CONTINUOUS_ALLOC_DUTY = 0.05
     # Seconds between flushes in continuous mode.
     EVERY_RANGE = (1..3600).freeze
     DEFAULT_EXPORT = "dir:sonde-profiles"
@@ -94,7 +100,7 @@ module Sonde
     # What Sonde::Native.start takes, in one frozen Hash (see #native_settings).
     NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap alloc_duty].freeze
 
-    attr_reader(*SETTINGS.map(&:name), :sources, :export_specs)
+    attr_reader(*SETTINGS.map(&:name), :sources)
 
     def initialize(environment: ENV, **keywords)
       Setting.refuse_unknown(keywords.keys, BY_NAME.keys, "option")
@@ -106,10 +112,19 @@ module Sonde
         @sources[setting.name] = source
       end
       @service ||= Options.default_service
+      @alloc_duty = CONTINUOUS_ALLOC_DUTY if continuous && @sources[:alloc_duty] == "default"
       check_heap_needs_allocations
-      @export_specs = check_export
+      @export_specs = (continuous || @sources[:export] != "default") ? check_export : nil
       @sources.freeze
       freeze
+    end
+
+    # The export value's entries, read against the exporter registry
+    # (Exporters::Spec). Read at start when the run exports (continuous) or
+    # an export was given; the default's, not continuous, only when asked:
+    # a run that exports nothing loads no exporter.
+    def export_specs
+      @export_specs || check_export
     end
 
     def to_h
@@ -183,9 +198,10 @@ module Sonde
     end
 
     # The export value's entries, read against the exporter registry: an
-    # unknown kind or option, or a bad option value, is refused here, at
-    # every start; only continuous mode builds the exporters (and creates a
-    # dir: directory). Errors name the setting as the user gave it.
+    # unknown kind or option, or a bad option value, is refused at the start
+    # it was given to, continuous or not; only continuous mode builds the
+    # exporters (and creates a dir: directory). Errors name the setting as
+    # the user gave it.
     def check_export
       require_relative "exporters"
       source = @sources[:export]

@@ -22,7 +22,7 @@ module Sonde
     module Fork
       def _fork
         pid = super
-        Sonde.session.restart_in_forked_child if pid.zero?
+        Sonde.existing_session&.restart_in_forked_child if pid.zero?
         pid
       end
     end
@@ -32,14 +32,15 @@ module Sonde
     module Daemon
       def daemon(*arguments)
         parent = Process.pid
-        Sonde.session.before_daemon
+        session = Sonde.existing_session
+        session&.before_daemon
         begin
           result = super
         rescue Exception # rubocop:disable Lint/RescueException -- say the daemon failed, whatever failed it, then re-raise
-          Sonde.session.daemon_failed if Process.pid == parent
+          session&.daemon_failed if Process.pid == parent
           raise
         end
-        Sonde.session.restart_in_daemon(parent) unless Process.pid == parent
+        session&.restart_in_daemon(parent) unless Process.pid == parent
         result
       end
     end
@@ -55,11 +56,12 @@ module Sonde
     module_function
 
     def around_exec
-      resume = Sonde.session.pause_before_exec
+      session = Sonde.existing_session
+      resume = session&.pause_before_exec
       begin
         yield
       rescue Exception # rubocop:disable Lint/RescueException -- resume whatever made exec fail, then re-raise
-        Sonde.session.resume_after_failed_exec(resume)
+        session&.resume_after_failed_exec(resume)
         raise
       end
     end

@@ -7,7 +7,6 @@
 require_relative "../sonde"
 require_relative "record_notes"
 require_relative "output_file"
-require "tmpdir"
 
 module Sonde
   module Record
@@ -48,6 +47,7 @@ module Sonde
       extension = File.extname(output)
       return "#{output.delete_suffix(extension)}.#{pid}#{extension}" unless OutputFile.writes_in_place?(output)
 
+      require "tmpdir" # here, not at load: it loads fileutils, which every other run would pay for
       stem = File.basename(output, extension)
       File.join(Dir.tmpdir, "sonde-#{stem}.#{pid}#{extension.empty? ? ".pprof" : extension}")
     end

@@ -4,11 +4,14 @@ require_relative "errors"
 require_relative "native"
 require_relative "options"
 require_relative "profile"
-require_relative "continuous"
-require_relative "capture_wait"
 require_relative "labels"
 
 module Sonde
+  # Continuous mode (and socket with it) and a live capture's wait load
+  # when a run first uses them.
+  autoload :Continuous, File.expand_path("continuous", __dir__)
+  autoload :CaptureWait, File.expand_path("capture_wait", __dir__)
+
   # Raised by Sonde.stop when sampling failed during the run. The
   # application was never interrupted; #profile holds what was recorded
   # before the failure, and #cause the exception sampling raised.

@@ -11,10 +11,10 @@
 #               OUT.after that of the stop, after the survivors are dropped
 #   compaction: the heap mode's survivors, then GC.compact, then more survivors
 #   windows:    Foo and Bar, 4 to 1, from make_foos and make_bars for 3
-#               seconds, at the default alloc_duty (every other mode
-#               listens at every tick)
+#               seconds, at continuous mode's alloc_duty (every other mode
+#               listens at every tick, the default)
 #   heap_windows: for 3 seconds, rounds of 50 Bar kept and 450 Foo dropped,
-#               at the default alloc_duty; OUT gets a flush after GC
+#               at continuous mode's alloc_duty; OUT gets a flush after GC
 #   threads:    200,000 Foo on a thread named "allocator", 100,000 on main,
 #               inside Sonde.with_labels(phase: "labelled")
 #   internals:  every allocation sampled (interval 1) while code makes the
@@ -55,9 +55,9 @@ def make_garbage(count) = count.times { Foo.new }
 mode, out, interval = ARGV
 options = { alloc_interval: Integer(interval || Sonde::Options::DEFAULT_ALLOC_INTERVAL) }
 options[%w[counts threads burst internals windows].include?(mode) ? :alloc : :heap] = true
-# Every mode but the windows ones listens at every tick (alloc_duty: 1), so
-# that what it checks is the sampling alone; they keep the default duty.
-options[:alloc_duty] = 1 unless %w[windows heap_windows].include?(mode)
+# Every mode but the windows ones listens at every tick (the default), so
+# that what it checks is the sampling alone; they take continuous mode's duty.
+options[:alloc_duty] = Sonde::Options::CONTINUOUS_ALLOC_DUTY if %w[windows heap_windows].include?(mode)
 
 text = "x," * 300_000 if mode == "burst"
 facts = { "mode" => mode }
@@ -118,7 +118,7 @@ when "windows"
   facts["bar"] = rounds * 100
 when "heap_windows"
   # For WINDOWS_SECONDS, each round allocates 50 Bar it keeps and 450 Foo
-  # it drops, at the default alloc_duty.
+  # it drops, at continuous mode's alloc_duty.
   kept = []
   started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   rounds = 0

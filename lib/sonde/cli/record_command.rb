@@ -36,17 +36,10 @@ module Sonde
         @options = {}
       end
 
-      # A recording is one run, watched: it listens to every allocation
-      # unless told otherwise (Sonde.start's default listens to one tick in
-      # 20, for processes that run for hours: README, "Allocation and heap
-      # profiles").
-      RECORD_ALLOC_DUTY = 1
-
       def run(argv)
         command = parse(argv)
         return 0 if command == :help
 
-        record_every_allocation_by_default
         Options.new(**@options)
         Profile.check_writable!(@output)
         execute(command)
@@ -89,8 +82,8 @@ module Sonde
             @options[:alloc_interval] = v
           end
           opts.on("--alloc-duty F", Float, "share of ticks during which allocations are listened to, " \
-                                           "#{Options::ALLOC_DUTY_MIN}-1 (default here: #{RECORD_ALLOC_DUTY}, every " \
-                                           "allocation; Sonde.start's: #{Options::DEFAULTS[:alloc_duty]})") do |v|
+                                           "#{Options::ALLOC_DUTY_MIN}-1 (default: #{Options::DEFAULTS[:alloc_duty]}, every " \
+                                           "tick; continuous mode's: #{Options::CONTINUOUS_ALLOC_DUTY})") do |v|
             @options[:alloc_duty] = v
           end
           opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see README)") do
@@ -117,13 +110,6 @@ module Sonde
         end
 
         arguments
-      end
-
-      def record_every_allocation_by_default
-        return unless @options[:alloc] || @options[:heap]
-        return if @options.key?(:alloc_duty) || ENV.key?(Options::BY_NAME.fetch(:alloc_duty).variable)
-
-        @options[:alloc_duty] = RECORD_ALLOC_DUTY
       end
 
       def execute(command)

@@ -18,6 +18,11 @@ module Sonde
     #                 may touch the disk, e.g. create the directory)
     #   new(target, settings)
     module Registry
+      # The kinds Sonde ships, each a class that loads when its kind is first
+      # named (Exporters autoloads it): a run exporting to dir: never loads
+      # the HTTP exporters, nor json, time and uri with them.
+      BUILT_IN = { "dir" => :Directory, "pyroscope" => :Pyroscope, "datadog" => :Datadog }.freeze
+
       @classes = {}
       @lock = Mutex.new
 
@@ -35,16 +40,35 @@ module Sonde
 
         # The class for kind (a String or Symbol), or nil.
         def fetch(kind)
-          @classes[kind.to_s]
+          kind = kind.to_s
+          @classes[kind] || load_built_in(kind)
         end
 
+        # Every kind, the built-in ones first (loading them: error messages
+        # list them all).
         def kinds
-          @classes.keys
+          BUILT_IN.each_key { |kind| fetch(kind) }
+          classes = @classes
+          (BUILT_IN.keys & classes.keys) + (classes.keys - BUILT_IN.keys)
         end
 
         # "dir:PATH, pyroscope:URL, datadog:URL"
         def forms
-          @classes.values.map { |exporter_class| "#{exporter_class.kind}:#{exporter_class.target_name}" }.join(", ")
+          kinds.map { |kind| @classes.fetch(kind) }
+               .map { |exporter_class| "#{exporter_class.kind}:#{exporter_class.target_name}" }.join(", ")
+        end
+
+        private
+
+        # A built-in kind's class, loaded now; its file registers it. A kind
+        # registered under a built-in name (a replacement) is never loaded
+        # over: fetch finds it first.
+        def load_built_in(kind)
+          name = BUILT_IN[kind]
+          return nil unless name
+
+          Exporters.const_get(name, false)
+          @classes[kind]
         end
       end
     end
