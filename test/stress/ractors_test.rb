@@ -56,7 +56,7 @@ class RactorsTest < Minitest::Test
   # Ruby 3.4.11's own defect: a Ractor program hangs now and then once the
   # main Ractor has a second thread, as Sonde's idle helper is (3 hangs in
   # 340 runs under Sonde, 0 in 250 alone; without Sonde but with a thread
-  # sleeping 1 ms in a loop, one hang in its first 10 runs, every thread
+  # sleeping 1 ms in a loop, 3 hangs in 116 runs, every thread
   # waiting on Ruby's locks, as in Ruby's barrier races fixed after
   # 3.4.11). One hung run in a Ruby's matrix is printed above and
   # tolerated; a second hung run, and every crash, fail.
