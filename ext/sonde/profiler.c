@@ -546,6 +546,7 @@ static void forget_run_after_fork(void) {
 void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
   pthread_atfork(NULL, NULL, forget_run_after_fork);
+  signals_hold_sends_across_fork();
   current_tid_init();
   rb_set_end_proc(halt_at_exit, Qnil);
   rb_define_module_function(native, "start", native_start, 1);

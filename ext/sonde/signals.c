@@ -146,6 +146,18 @@ signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread) {
   return result;
 }
 
+// pthread_kill takes a lock of glibc's inside the target thread's
+// descriptor. Had the trigger been inside pthread_kill(forking thread) at
+// the fork, the child's copy of that lock would stay taken, and the
+// child's first pthread_kill of its main thread (its restarted trigger's
+// first tick) would wait forever: a forked worker hung so at exit on
+// 3.4, its trigger in pthread_kill and its main thread joining it. Holding
+// send_lock across fork means no signal of Sonde's is being sent then.
+static void hold_sends_before_fork(void) { pthread_mutex_lock(&send_lock); }
+static void release_sends_in_parent(void) { pthread_mutex_unlock(&send_lock); }
+
+void signals_hold_sends_across_fork(void) { pthread_atfork(hold_sends_before_fork, release_sends_in_parent, NULL); }
+
 void signals_give_up(void) {
   pthread_mutex_lock(&send_lock);
   __atomic_store_n(&sampling_handler_lost, true, __ATOMIC_SEQ_CST);

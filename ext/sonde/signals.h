@@ -60,6 +60,12 @@ signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread);
 // async-signal-safe; waits for a send in progress (microseconds).
 void signals_give_up(void);
 
+// Registers (once, at load) the fork handlers that hold the send lock
+// across fork: no pthread_kill of Sonde's is under way when a process
+// forks (the child's copy of the target's glibc lock would stay taken).
+// The child re-creates the lock (signals_reset_in_forked_child).
+void signals_hold_sends_across_fork(void);
+
 // The one-line warning for stderr when the handler is found gone or given up.
 void signals_warn_handler_lost(void);
 
