@@ -655,7 +655,7 @@ static VALUE full_pass_protected(VALUE arg) {
   // samples below are cut by.
   pass->holder_tid = 0;
   drain_captures(run, DRAIN_IN_PASS);
-  if (!gc_source_record_pending(run)) pass->dropped_samples++;
+  if (!gc_source_record_pending(run, true)) pass->dropped_samples++;
   bool someone_on_cpu = false;
   // Recording CPU and GC samples forgets no context: those met stand.
   for (size_t i = 0; i < pass->thread_count; i++) {
@@ -811,7 +811,7 @@ void sampling_pass_prepare_job(void) {
 }
 
 void sampling_pass_record_captures(sonde_run *run, bool final) {
-  if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
+  if (!gc_source_record_pending(run, false)) run->pass->dropped_samples++;
   drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
   if (final) {
     alloc_source_close_window(run);
