@@ -62,6 +62,37 @@ class GcTest < Minitest::Test
     assert_equal 0, facts["stats"]["gc_events"]
     assert_equal false, facts["stats"]["gc"]
   end
+
+  # 3.1/3.2 poll Ruby's GC clock, and only when a GC started or was under
+  # way at the previous poll: the steps of a lazy sweep, which come after
+  # the GC started and move the clock without moving GC.count, are counted
+  # all the same, to the millisecond GC.stat(:time) counts in.
+  def test_polled_gc_time_counts_the_lazy_sweep_after_a_pass
+    skip "3.3+ time each GC step with a hook, not by GC.stat(:time)" if Sonde::Platform.backend == :public_api
+    out = File.join(@dir, "lazy.pprof")
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
+      # Enough live objects that sweeping them lazily takes many steps.
+      kept = Array.new(1_500_000) { |i| [i] }
+      GC.start
+      before = GC.stat(:time)
+      Sonde.start(rate: 100)
+      sleep 0.05
+      GC.start(full_mark: true, immediate_sweep: false)
+      state = GC.latest_gc_info(:state)
+      sleep 0.05 # passes read the GC clock: a GC started, and is sweeping
+      # Allocating sweeps the rest step by step.
+      200_000.times { |i| "x\#{i}" }
+      after = GC.stat(:time)
+      Sonde.stop.write(#{out.inspect})
+      puts JSON.generate(state: state, ms: after - before, ms_with_stop: GC.stat(:time) - before, live: kept.size)
+    RUBY
+    assert status.success?, stderr
+    facts = JSON.parse(stdout.lines.last)
+    assert_equal "sweeping", facts["state"], "the GC sweeps lazily"
+    profile = Sonde::Pprof.read(out)
+    gc_ms = gc_samples(profile).sum { |s| s.values[profile.value_index("wall-time")] } / 1e6
+    assert_includes facts["ms"]..facts["ms_with_stop"], gc_ms, "GC wall time recorded vs GC.stat(:time): #{facts}"
+  end
 end
 
 # GC time belongs to the thread that ran the GC, even when the pass that

@@ -117,4 +117,54 @@ class StackReuseTest < Minitest::Test
       assert_operator all / 1e9, :>=, 1.1, "the parked thread was sampled all along: #{wall.inspect}"
     end
   end
+
+  # A parked thread whose stack is kept keeps its labels with it; one that
+  # ran gets the labels it has now, though it parks again on the very same
+  # frames and lines (its stack reads as it did, its labels do not).
+  def test_a_thread_that_ran_gets_its_new_labels_on_the_same_stack
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "labels.pprof")
+      _stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+        def park(queue) = queue.pop
+        queue = Queue.new
+        Sonde.start(rate: 100)
+        parked = Thread.new do
+          Thread.current.name = "parked"
+          # As the integrations set labels (Sonde.with_labels passes its
+          # block on: each call's frames differ from the last one's).
+          %w[first second third].each do |phase|
+            previous = Sonde::Labels.enter_checked(Sonde::Labels.check(phase: phase))
+            park(queue)
+            Sonde::Labels.leave(previous)
+          end
+        end
+        3.times do
+          sleep 0.4
+          queue << :move
+          Thread.pass until parked.status == "sleep" || !parked.alive?
+        end
+        parked.join
+        Sonde.stop.write(#{out.inspect})
+      RUBY
+      assert status.success?, stderr
+      profile = Sonde::Pprof.read(out)
+      wall_index = profile.value_index("wall-time")
+      wall = Hash.new(0)
+      stacks = Hash.new { |hash, key| hash[key] = [] }
+      profile.samples.each do |sample|
+        next unless thread_name(sample) == "parked" && in_function?(profile, sample, "Object#park")
+
+        wall[sample.labels["phase"]] += sample.values[wall_index]
+        stacks[sample.labels["phase"]] |= [profile.frames(sample).map { |function, line| [function.name, line] }]
+      end
+      assert_equal %w[first second third], wall.keys.sort, "the labels the parked thread was seen with: #{wall.inspect}"
+      assert_equal 1, stacks.values.flatten(1).uniq.size, "one stack in all three phases: #{stacks.inspect}"
+      all = wall.values.sum
+      # As above: each phase is 0.4 s of 1.2 s, give or take one 10-ms
+      # interval at each end.
+      wall.each do |phase, ns|
+        assert_includes 0.28..0.39, ns.fdiv(all), "the #{phase} phase's share of the wall time: #{wall.inspect}"
+      end
+    end
+  end
 end

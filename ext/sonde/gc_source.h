@@ -27,9 +27,10 @@ void gc_source_free(gc_source *gc);
 extern const event_source gc_event_source;
 
 // With the GVL, not during GC: records the GC time gathered since the last
-// call (at each pass, flush and stop). Calls no Ruby method.
+// call (at each pass, flush and stop). Calls no Ruby method. names_fresh:
+// every context's name was just refreshed (the pass met its threads).
 // Returns false when the record was lost (out of memory; the caller counts).
-bool gc_source_record_pending(sonde_run *run);
+bool gc_source_record_pending(sonde_run *run, bool names_fresh);
 
 // With the GVL: the thread seen running Ruby most recently, to which a
 // polled GC's time goes (Ruby 3.1/3.2).

@@ -641,12 +641,12 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
 
 uint64_t recorder_generation(const recorder *rec) { return rec->generation; }
 
-int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id) {
-  if (!rec || (depth && !frames) || !stack_id) return -1;
-  if (reserve_array(rec, (void **)&rec->scratch, &rec->scratch_capacity, sizeof(uint32_t), depth, UINT32_MAX) != 0)
-    return -1;
+// Interns a stack: the locations of its first looked_up frames are looked
+// up, those of the rest are in scratch already.
+static int intern_stack_from(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t looked_up,
+                             uint32_t *stack_id) {
   uint32_t *indexes = rec->scratch;
-  uint32_t missing_locations = find_locations(rec, frames, depth, indexes);
+  uint32_t missing_locations = find_locations(rec, frames, looked_up, indexes);
   stack_key stack = {indexes, depth};
   uint32_t hash = 0;
   if (!missing_locations) {
@@ -664,6 +664,64 @@ int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t 
   hash = hash_stack(indexes, depth);
   *stack_id = insert_stack(rec, stack_slot(rec, &stack, hash), &stack, hash);
   return 0;
+}
+
+int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id) {
+  if (!rec || (depth && !frames) || !stack_id) return -1;
+  if (reserve_array(rec, (void **)&rec->scratch, &rec->scratch_capacity, sizeof(uint32_t), depth, UINT32_MAX) != 0)
+    return -1;
+  return intern_stack_from(rec, frames, depth, depth, stack_id);
+}
+
+static bool frames_equal(const recorder_frame *a, const recorder_frame *b) {
+  return a->frame_id == b->frame_id && a->line == b->line;
+}
+
+// The hint becomes this stack; emptied when it cannot hold it.
+static void remember_hint(recorder *rec, recorder_stack_hint *hint, const recorder_frame *frames, uint32_t depth) {
+  hint->depth = 0;
+  if (depth > hint->capacity) {
+    uint32_t capacity = hint->capacity;
+    if (reserve_array(rec, (void **)&hint->frames, &capacity, sizeof(*hint->frames), depth, UINT32_MAX) != 0) return;
+    capacity = hint->capacity;
+    if (reserve_array(rec, (void **)&hint->location_indexes, &capacity, sizeof(*hint->location_indexes), depth,
+                      UINT32_MAX) != 0)
+      return;
+    hint->capacity = capacity;
+  }
+  if (depth) {
+    memcpy(hint->frames, frames, (size_t)depth * sizeof(*frames));
+    memcpy(hint->location_indexes, rec->scratch, (size_t)depth * sizeof(uint32_t));
+  }
+  hint->depth = depth;
+  hint->generation = rec->generation;
+}
+
+int recorder_intern_stack_hinted(recorder *rec, const recorder_frame *frames, uint32_t depth,
+                                 recorder_stack_hint *hint, uint32_t *stack_id) {
+  if (hint == NULL) return recorder_intern_stack(rec, frames, depth, stack_id);
+  if (!rec || (depth && !frames) || !stack_id) return -1;
+  if (reserve_array(rec, (void **)&rec->scratch, &rec->scratch_capacity, sizeof(uint32_t), depth, UINT32_MAX) != 0)
+    return -1;
+  uint32_t shared = 0;
+  if (hint->generation == rec->generation) {
+    uint32_t limit = depth < hint->depth ? depth : hint->depth;
+    while (shared < limit &&
+           frames_equal(&frames[depth - 1 - shared], &hint->frames[hint->depth - 1 - shared])) {
+      rec->scratch[depth - 1 - shared] = hint->location_indexes[hint->depth - 1 - shared];
+      shared++;
+    }
+  }
+  if (intern_stack_from(rec, frames, depth, depth - shared, stack_id) != 0) return -1;
+  remember_hint(rec, hint, frames, depth);
+  return 0;
+}
+
+void recorder_stack_hint_free(recorder_stack_hint *hint) {
+  if (hint == NULL) return;
+  free(hint->frames);
+  free(hint->location_indexes);
+  *hint = (recorder_stack_hint){0};
 }
 
 int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index) {

@@ -93,6 +93,27 @@ int recorder_record(recorder *rec, const recorder_frame *frames, uint32_t depth,
 uint64_t recorder_generation(const recorder *rec);
 int recorder_intern_stack(recorder *rec, const recorder_frame *frames, uint32_t depth, uint32_t *stack_id);
 int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_name, uint32_t *thread_index);
+
+// What a caller keeps of the last stack it interned for one thread, so that
+// the next one looks up only the frames that differ: frames equal (id and
+// line) to the hint's, counted from the outermost, take the hint's
+// locations. A thread's successive stacks usually differ only in their
+// innermost frames, and looking a location up is most of interning a deep
+// stack (a cache miss or two per frame). Zero-initialized by the caller;
+// trusted only for the generation it was filled in; its arrays grow only
+// when a stack is deeper than any before. Freed with recorder_stack_hint_free.
+typedef struct {
+  uint64_t generation;
+  recorder_frame *frames;     // the last stack, leaf first
+  uint32_t *location_indexes; // its locations
+  uint32_t depth, capacity;
+} recorder_stack_hint;
+
+// recorder_intern_stack, with the thread's hint (NULL: none), which it then
+// updates to this stack (or empties, when it cannot grow).
+int recorder_intern_stack_hinted(recorder *rec, const recorder_frame *frames, uint32_t depth,
+                                 recorder_stack_hint *hint, uint32_t *stack_id);
+void recorder_stack_hint_free(recorder_stack_hint *hint);
 int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]);
 

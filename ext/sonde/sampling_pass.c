@@ -42,7 +42,11 @@ struct sampling_pass {
   uint32_t max_frames;
   recorder_frame *frames; // max_frames + 1 (the truncation marker)
   vm_thread_info *threads; // this pass's threads, reused between passes
+  thread_context **contexts; // each one's context, as met (NULL: none)
   size_t thread_count, thread_capacity;
+  // A context was forgotten while this pass met threads: contexts[] may
+  // point at one, so the wall samples look each context up again.
+  bool forgot_while_meeting;
   int64_t previous_pass_ns;
   // The stack the GVL holder had at the tick, from its handler.
   int64_t holder_tid;
@@ -69,8 +73,9 @@ sampling_pass *sampling_pass_new(uint32_t max_frames) {
   pass->frames = calloc((size_t)max_frames + 1, sizeof(recorder_frame));
   pass->holder_frames = calloc((size_t)max_frames + 1, sizeof(recorder_frame));
   pass->threads = calloc(INITIAL_THREAD_CAPACITY, sizeof(vm_thread_info));
+  pass->contexts = calloc(INITIAL_THREAD_CAPACITY, sizeof(thread_context *));
   pass->thread_capacity = INITIAL_THREAD_CAPACITY;
-  if (!pass->frames || !pass->holder_frames || !pass->threads) {
+  if (!pass->frames || !pass->holder_frames || !pass->threads || !pass->contexts) {
     sampling_pass_free(pass);
     return NULL;
   }
@@ -82,6 +87,7 @@ void sampling_pass_free(sampling_pass *pass) {
   free(pass->frames);
   free(pass->holder_frames);
   free(pass->threads);
+  free(pass->contexts);
   free(pass);
 }
 
@@ -109,11 +115,13 @@ static void collect_thread(const vm_thread_info *info, void *data) {
   if (pass->thread_count == pass->thread_capacity) {
     size_t capacity = pass->thread_capacity * 2;
     vm_thread_info *grown = realloc(pass->threads, capacity * sizeof(vm_thread_info));
-    if (grown == NULL) {
+    if (grown != NULL) pass->threads = grown;
+    thread_context **grown_contexts = grown ? realloc(pass->contexts, capacity * sizeof(thread_context *)) : NULL;
+    if (grown_contexts == NULL) {
       pass->dropped_samples++; // this thread is not sampled this pass
       return;
     }
-    pass->threads = grown;
+    pass->contexts = grown_contexts;
     pass->thread_capacity = capacity;
   }
   pass->threads[pass->thread_count++] = *info;
@@ -231,6 +239,7 @@ static void record_teardown_cpu(sonde_run *run) {
 // the next thread): then its clock still tells what the end took.
 static void disarm_timer_of(thread_context *context, void *data, bool clock_is_its_own) {
   sonde_run *run = data;
+  run->pass->forgot_while_meeting = true;
   int64_t clock;
   record_uncovered_cpu(run, context, finish_cpu_of(run, context, clock_is_its_own, &clock), false);
 }
@@ -384,7 +393,7 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
   } else {
     uint32_t stack_id;
     recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace};
-    recorded = recorder_intern_stack(rec, frames, depth, &stack_id) == 0 &&
+    recorded = recorder_intern_stack_hinted(rec, frames, depth, &context->stack_hint, &stack_id) == 0 &&
                thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
                recorder_add(rec, stack_id, &sample_context, values) == 0;
   }
@@ -492,7 +501,11 @@ static bool stack_unchanged_since(const thread_context *context, const vm_thread
          context->stack_generation == generation;
 }
 
-typedef enum { STACK_FOUND, STACK_EMPTY, STACK_NO_MEMORY } stack_result;
+// STACK_KEPT: the thread has not run since its previous sample, whose
+// stack it still has (and so its label set and trace context too: only the
+// thread itself changes them, Sonde.with_labels and with_trace_context
+// write the calling fiber's).
+typedef enum { STACK_FOUND, STACK_KEPT, STACK_EMPTY, STACK_NO_MEMORY } stack_result;
 
 // The stack of this wall sample, interned: the one the GVL holder's handler
 // read at the tick, the previous one when the thread has not run since, or
@@ -512,12 +525,13 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   uint64_t generation = recorder_generation(rec);
   bool ok;
   if (uses_holder_capture(pass, info)) {
-    ok = recorder_intern_stack(rec, pass->holder_frames, pass->holder_depth, stack_id) == 0;
+    ok = recorder_intern_stack_hinted(rec, pass->holder_frames, pass->holder_depth, &context->stack_hint,
+                                      stack_id) == 0;
     context->stack_id_from_memo_read = false;
   } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
     *stack_id = context->stack_id;
     pass->stacks_reused++;
-    ok = true;
+    return STACK_KEPT;
   } else {
     // The thread ran since (or cannot tell): its frames are read, the
     // unchanged outer ones from its memo; a stack read exactly as the
@@ -537,7 +551,7 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
       pass->stacks_reused++;
       ok = true;
     } else {
-      ok = recorder_intern_stack(rec, pass->frames, depth, stack_id) == 0;
+      ok = recorder_intern_stack_hinted(rec, pass->frames, depth, &context->stack_hint, stack_id) == 0;
     }
     context->stack_id_from_memo_read = ok;
   }
@@ -569,9 +583,13 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   }
   // CPU time goes with the wall sample only for a thread without a CPU
   // timer (no-signals mode, a refused timer): the CPU used since its
-  // previous sample, charged to the stack it has now.
+  // previous sample, charged to the stack it has now. Else the clock (a
+  // system call, about 0.5 us) only tells whether the thread ran since,
+  // where GVL acquisitions do not: not needed for the thread that holds
+  // the GVL now, whose stack is read whatever it says and never kept for
+  // the next pass.
   bool cpu_from_pass = context->timer == 0;
-  bool needs_clock = cpu_from_pass || !info->has_gvl_acquisitions;
+  bool needs_clock = cpu_from_pass || (!info->has_gvl_acquisitions && info->state != VM_THREAD_RUNNING);
   int64_t cpu = needs_clock ? cpu_now(context) : -1;
   bool marker_known = info->has_gvl_acquisitions || cpu >= 0;
   uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
@@ -580,6 +598,22 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   stack_result found = wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id);
   // No frame to show: no sample; its time stays for the next one.
   if (found == STACK_EMPTY) return;
+  // Read with the stack, which may be kept for the next pass with them.
+  bool from_holder = uses_holder_capture(pass, info);
+  uint32_t label_set;
+  trace_context trace;
+  if (from_holder) {
+    label_set = pass->holder_label_set;
+    trace = pass->holder_trace;
+  } else if (found == STACK_KEPT) {
+    label_set = context->label_set;
+    trace = context->trace;
+  } else {
+    label_set = labels_of_thread(info->thread);
+    labels_trace_of_thread(info->thread, &trace);
+  }
+  context->label_set = label_set;
+  context->trace = trace;
   if (found == STACK_NO_MEMORY || !thread_context_recorder_index(context, rec, &thread_index)) {
     pass->dropped_samples++;
     return;
@@ -600,14 +634,6 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   context->wall_ns_at_previous_sample = now;
   context->sampled = true;
 
-  bool from_holder = uses_holder_capture(pass, info);
-  uint32_t label_set = from_holder ? pass->holder_label_set : labels_of_thread(info->thread);
-  trace_context trace;
-  if (from_holder) {
-    trace = pass->holder_trace;
-  } else {
-    labels_trace_of_thread(info->thread, &trace);
-  }
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
     *someone_on_cpu = true;
@@ -663,9 +689,11 @@ static VALUE full_pass_protected(VALUE arg) {
   int64_t now = clocks_monotonic_ns();
   list_threads(run, now);
   thread_contexts_begin_pass(run->contexts);
+  pass->forgot_while_meeting = false;
   for (size_t i = 0; i < pass->thread_count; i++) {
     const vm_thread_info *info = &pass->threads[i];
-    if (meet_thread(run, info, pass->previous_pass_ns, false) == NULL) pass->dropped_samples++;
+    pass->contexts[i] = meet_thread(run, info, pass->previous_pass_ns, false);
+    if (pass->contexts[i] == NULL) pass->dropped_samples++;
     if (info->state == VM_THREAD_RUNNING) gc_source_note_running_thread(run->gc, info->native_tid);
   }
   // CPU samples first: the threads they name were just met, and they say
@@ -675,11 +703,13 @@ static VALUE full_pass_protected(VALUE arg) {
   pass->holder_tid = 0;
   drain_captures(run, DRAIN_IN_PASS);
   record_teardown_cpu(run);
-  if (!gc_source_record_pending(run)) pass->dropped_samples++;
+  if (!gc_source_record_pending(run, true)) pass->dropped_samples++;
   bool someone_on_cpu = false;
+  // Recording CPU and GC samples forgets no context: those met stand.
   for (size_t i = 0; i < pass->thread_count; i++) {
     const vm_thread_info *info = &pass->threads[i];
-    thread_context *context = thread_contexts_find_by_handle(run->contexts, info->handle);
+    thread_context *context = pass->forgot_while_meeting ? thread_contexts_find_by_handle(run->contexts, info->handle)
+                                                         : pass->contexts[i];
     if (context != NULL) sample_wall_of_thread(run, context, info, now, &someone_on_cpu);
   }
   pass->holder_tid = 0;
@@ -808,6 +838,9 @@ static VALUE end_thread_protected(VALUE arg) {
   // backend's, which drops the thread from its registry, names and all.)
   thread_contexts_refresh_name_now(context);
   drain_captures(run, DRAIN_CPU_ONLY);
+  // So is a GC it ran since the last pass: recorded later, its thread
+  // would be known by its tid alone ("thread 9742").
+  if (!gc_source_record_pending(run, true)) run->pass->dropped_samples++;
   int64_t clock;
   record_uncovered_cpu(run, context, finish_cpu_of(run, context, true, &clock), true);
   // Its teardown, still to come, is counted from here (3.3+).
@@ -837,7 +870,7 @@ void sampling_pass_prepare_job(void) {
 }
 
 void sampling_pass_record_captures(sonde_run *run, bool final) {
-  if (!gc_source_record_pending(run)) run->pass->dropped_samples++;
+  if (!gc_source_record_pending(run, false)) run->pass->dropped_samples++;
   drain_captures(run, final ? DRAIN_FINAL : DRAIN_CPU_ONLY);
   record_teardown_cpu(run);
   if (final) {

@@ -22,6 +22,9 @@ struct thread_contexts {
   st_table *by_tid;    // native tid -> thread_context *
   st_table *end_clocks; // native tid -> CPU clock reading (thread_contexts_note_end_clock)
   uint64_t pass;
+  // Contexts in the table met during this pass: when they are all of them,
+  // forget_unseen has nothing to look for (the usual pass).
+  size_t seen_in_pass;
 };
 
 thread_contexts *thread_contexts_new(void) {
@@ -47,11 +50,13 @@ static void forget_context(thread_context *context, forget_run *run) {
   if (run->on_forget) run->on_forget(context, run->data, tid_is_its_own);
   if (tid_is_its_own) st_delete(run->by_tid, &tid, NULL);
   vm_frames_memo_free(context->frames_memo);
+  recorder_stack_hint_free(&context->stack_hint);
   free(context);
 }
 
 void thread_contexts_forget(thread_contexts *contexts, thread_context *context, thread_context_forget_fn on_forget,
                             void *data) {
+  if (context->last_seen_pass == contexts->pass && contexts->seen_in_pass > 0) contexts->seen_in_pass--;
   st_data_t handle = (st_data_t)context->handle;
   st_delete(contexts->by_handle, &handle, NULL);
   forget_run run = {on_forget, data, 0, contexts->by_tid};
@@ -76,7 +81,10 @@ void thread_contexts_free(thread_contexts *contexts, thread_context_forget_fn on
   free(contexts);
 }
 
-void thread_contexts_begin_pass(thread_contexts *contexts) { contexts->pass++; }
+void thread_contexts_begin_pass(thread_contexts *contexts) {
+  contexts->pass++;
+  contexts->seen_in_pass = 0;
+}
 
 // A native thread that ended takes its clock with it.
 static int drop_if_clock_gone(st_data_t tid, st_data_t value, st_data_t arg) {
@@ -87,8 +95,10 @@ static int drop_if_clock_gone(st_data_t tid, st_data_t value, st_data_t arg) {
 void thread_contexts_forget_unseen(thread_contexts *contexts, thread_context_forget_fn on_forget,
                                    void *data) {
   forget_run run = {on_forget, data, contexts->pass, contexts->by_tid};
-  st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
-  st_foreach(contexts->end_clocks, drop_if_clock_gone, 0);
+  if (contexts->seen_in_pass != contexts->by_handle->num_entries) {
+    st_foreach(contexts->by_handle, forget_if_unseen, (st_data_t)&run);
+  }
+  if (contexts->end_clocks->num_entries > 0) st_foreach(contexts->end_clocks, drop_if_clock_gone, 0);
 }
 
 void thread_contexts_note_end_clock(thread_contexts *contexts, int64_t tid, int64_t cpu_ns) {
@@ -177,6 +187,7 @@ thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_
   *is_new = false;
   thread_context *context = thread_contexts_find_by_handle(contexts, info->handle);
   if (context != NULL && context->native_tid == info->native_tid) {
+    if (context->last_seen_pass != contexts->pass) contexts->seen_in_pass++;
     context->last_seen_pass = contexts->pass;
     return context;
   }
@@ -199,6 +210,7 @@ thread_context *thread_contexts_meet(thread_contexts *contexts, const vm_thread_
   context->name_source = Qundef;
   context->frames_memo = vm_frames_memo_new(); // NULL is fine: frames are then read in full
   context->last_seen_pass = contexts->pass;
+  contexts->seen_in_pass++;
   st_insert(contexts->by_handle, (st_data_t)info->handle, (st_data_t)context);
   // A tid seen again belongs to the newer thread (Linux reuses tids).
   st_insert(contexts->by_tid, (st_data_t)info->native_tid, (st_data_t)context);

@@ -60,6 +60,12 @@ typedef struct thread_context {
   // whether stack_id is what that read's frames were interned as.
   vm_frames_memo *frames_memo;
   bool stack_id_from_memo_read;
+  // The label set and trace context of the previous wall sample: a thread
+  // whose stack is kept has them still.
+  uint32_t label_set;
+  trace_context trace;
+  // The last stack interned for it (recorder_intern_stack_hinted).
+  recorder_stack_hint stack_hint;
 
   // The recorder's index for (tid, name), valid for the noted generation.
   uint64_t thread_generation;

@@ -807,6 +807,108 @@ static void test_object_classes_split_samples_and_stacks_read_back(void) {
   recorder_free(rec);
 }
 
+// A thread's next stack: its previous one with the innermost frames
+// replaced (as a thread returns and calls again), sometimes another stack
+// altogether, sometimes the same one again.
+static uint32_t next_thread_stack(recorder_frame *stack, uint32_t depth, uint32_t capacity) {
+  const pool_stack *other = &stack_pool[rng_below(STACK_POOL_SIZE)];
+  uint32_t kept = depth ? rng_below(depth + 1) : 0;
+  if (rng_below(8) == 0) kept = 0;
+  if (rng_below(8) == 0) return depth;
+  // Leaf first: the kept outer frames move to the end.
+  recorder_frame outer[2 * MAX_POOL_DEPTH];
+  memcpy(outer, stack + (depth - kept), kept * sizeof(*stack));
+  uint32_t fresh = other->depth;
+  if (fresh + kept > capacity) fresh = capacity - kept;
+  memcpy(stack, other->frames, fresh * sizeof(*stack));
+  // A frame that differs only by its line from the one it replaces.
+  if (fresh && rng_below(4) == 0) stack[fresh - 1].line++;
+  memcpy(stack + fresh, outer, kept * sizeof(*stack));
+  return fresh + kept;
+}
+
+static void check_stack_reads_back(const recorder *rec, uint32_t stack_id, const recorder_frame *frames,
+                                   uint32_t depth) {
+  recorder_frame back[2 * MAX_POOL_DEPTH];
+  CHECK_EQ_INT(recorder_stack_frames(rec, stack_id, back, 2 * MAX_POOL_DEPTH), depth);
+  for (uint32_t i = 0; i < depth; i++) {
+    CHECK(back[i].frame_id == frames[i].frame_id);
+    CHECK_EQ_INT(back[i].line, frames[i].line);
+  }
+}
+
+// Interning with a thread's hint gives the ids plain interning gives, in
+// one recorder and the next generation of it (where the hint is not
+// trusted), and in a recorder the hint was not filled for.
+static void test_hinted_interning_finds_what_plain_interning_finds(void) {
+  make_stack_pool(21);
+  rng_state = 22;
+  enum { THREADS = 4, STEPS = 20000 };
+  recorder *plain = new_recorder(), *hinted = new_recorder(), *elsewhere = new_recorder();
+  recorder_stack_hint hints[THREADS] = {{0}};
+  recorder_frame stacks[THREADS][2 * MAX_POOL_DEPTH];
+  uint32_t depths[THREADS] = {0};
+  uint32_t shared_frames = 0;
+  for (int step = 0; step < STEPS; step++) {
+    int t = (int)rng_below(THREADS);
+    uint32_t before = depths[t];
+    depths[t] = next_thread_stack(stacks[t], depths[t], 2 * MAX_POOL_DEPTH);
+    if (before && depths[t] && hints[t].depth) {
+      shared_frames += stacks[t][depths[t] - 1].frame_id == hints[t].frames[hints[t].depth - 1].frame_id;
+    }
+    if (step == STEPS / 2) {
+      recorder_clear(plain);
+      recorder_clear(hinted);
+    }
+    uint32_t expected, got;
+    CHECK_EQ_INT(recorder_intern_stack(plain, stacks[t], depths[t], &expected), 0);
+    // Now and then into another recorder first: a hint is trusted only
+    // by the recorder (and generation) it was filled for.
+    if (step % 97 == 0) {
+      CHECK_EQ_INT(recorder_intern_stack_hinted(elsewhere, stacks[t], depths[t], &hints[t], &got), 0);
+      check_stack_reads_back(elsewhere, got, stacks[t], depths[t]);
+    }
+    CHECK_EQ_INT(recorder_intern_stack_hinted(hinted, stacks[t], depths[t], &hints[t], &got), 0);
+    check_stack_reads_back(hinted, got, stacks[t], depths[t]);
+    CHECK_EQ_INT(got, expected);
+  }
+  CHECK(shared_frames > STEPS / 4); // the hints were of use
+  CHECK_EQ_INT(recorder_stack_count(hinted), recorder_stack_count(plain));
+  CHECK_EQ_INT(recorder_location_count(hinted), recorder_location_count(plain));
+  for (int t = 0; t < THREADS; t++) recorder_stack_hint_free(&hints[t]);
+  recorder_free(plain);
+  recorder_free(hinted);
+  recorder_free(elsewhere);
+}
+
+// Out of memory at any allocation, a hinted intern fails whole or interns
+// right, and its hint stays one to trust.
+static void test_hinted_interning_out_of_memory(void) {
+  make_stack_pool(23);
+  for (long allowed = 0; allowed < 40; allowed++) {
+    rng_state = 24;
+    recorder *rec = new_recorder();
+    recorder_stack_hint hint = {0};
+    recorder_frame stack[2 * MAX_POOL_DEPTH];
+    uint32_t depth = 0;
+    recorder_fail_allocations_after_for_testing(rec, allowed);
+    for (int step = 0; step < 200; step++) {
+      depth = next_thread_stack(stack, depth, 2 * MAX_POOL_DEPTH);
+      uint32_t id;
+      if (recorder_intern_stack_hinted(rec, stack, depth, &hint, &id) == 0) {
+        check_stack_reads_back(rec, id, stack, depth);
+      }
+      CHECK(hint.depth <= hint.capacity);
+    }
+    recorder_fail_allocations_after_for_testing(rec, -1);
+    uint32_t id;
+    CHECK_EQ_INT(recorder_intern_stack_hinted(rec, stack, depth, &hint, &id), 0);
+    check_stack_reads_back(rec, id, stack, depth);
+    recorder_stack_hint_free(&hint);
+    recorder_free(rec);
+  }
+}
+
 int main(void) {
   RUN(test_matches_reference_model);
   RUN(test_clear_then_record_new_data);
@@ -824,5 +926,7 @@ int main(void) {
   RUN(test_label_sets_split_samples_and_record_without_allocating);
   RUN(test_trace_contexts_split_samples);
   RUN(test_object_classes_split_samples_and_stacks_read_back);
+  RUN(test_hinted_interning_finds_what_plain_interning_finds);
+  RUN(test_hinted_interning_out_of_memory);
   return test_summary("recorder");
 }
