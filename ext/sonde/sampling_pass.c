@@ -843,6 +843,10 @@ static VALUE end_thread_protected(VALUE arg) {
   if (!gc_source_record_pending(run, true)) run->pass->dropped_samples++;
   int64_t clock;
   record_uncovered_cpu(run, context, finish_cpu_of(run, context, true, &clock), true);
+  // A signal that came during this hook (its timer is deleted now, and no
+  // handler is still inside) left a capture whose stack is read at the
+  // pass: the pass would no longer find its thread.
+  drain_captures(run, DRAIN_CPU_ONLY);
   // Its teardown, still to come, is counted from here (3.3+).
   bool profiled = !own_threads_contains(run->own, context->thread) && !own_threads_contains(run->muted, context->thread);
   if (clock >= 0 && profiled) vm_note_current_thread_end_cpu(clock);

@@ -54,17 +54,20 @@ class RactorsTest < Minitest::Test
   end
 
   # Ruby 3.4.11's own defect: a Ractor program hangs now and then once the
-  # main Ractor has a second thread, as Sonde's idle helper is (3 hangs in
-  # 340 runs under Sonde, 0 in 250 alone; without Sonde but with a thread
-  # sleeping 1 ms in a loop, 3 hangs in 116 runs, every thread
-  # waiting on Ruby's locks, as in Ruby's barrier races fixed after
-  # 3.4.11). One hung run in a Ruby's matrix is printed above and
-  # tolerated; a second hung run, and every crash, fail.
+  # main Ractor has a second thread, as Sonde's idle helper is (under Sonde
+  # 5 hangs in 440 runs, 1.1%; 0 in 250 alone; without Sonde but with a
+  # thread sleeping 1 ms in a loop, 3 in 116, 2.6%; every thread waiting on
+  # Ruby's locks, as in Ruby's barrier races fixed after 3.4.11). Up to
+  # MAX_TOLERATED_HANGS hung runs in a 3.4 matrix (100 runs) are printed
+  # above and tolerated: at 1.1%, 5 or more come about once in 200
+  # matrices. More hangs, and every crash, fail.
+  MAX_TOLERATED_HANGS = 4
+
   def tolerated_hang?(ruby, text)
     return false unless ruby.start_with?("3.4.") && text.start_with?("hung")
 
     @hangs_tolerated = (@hangs_tolerated || 0) + 1
-    @hangs_tolerated <= 1
+    @hangs_tolerated <= MAX_TOLERATED_HANGS
   end
 
   def test_ractor_programs_never_crash_on_this_ruby
