@@ -132,7 +132,7 @@ class ExportOptionsTest < Minitest::Test
     assert_match(/\Aexport: \{.*pyroscope.*"\*\*\*"\} is not accepted: token must be .*got \(hidden, Integer\)/,
                  error.message)
     error = assert_raises(Sonde::ArgumentError) { Sonde.start(export: [{ kind: :zipkin, url: "http://h" }]) }
-    assert_match(/kind: must name an exporter \(dir, pyroscope, datadog\)/, error.message)
+    assert_match(/kind: must name an exporter \(dir, pyroscope, datadog, otlp\)/, error.message)
     error = assert_raises(Sonde::ArgumentError) { Sonde.start(export: [{ kind: :dir, url: "x" }]) }
     assert_match(/unknown option "url" for dir|path: must be a String/, error.message)
   end

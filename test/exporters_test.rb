@@ -42,7 +42,7 @@ class ExportersTest < Minitest::Test
       error = assert_raises(Sonde::ArgumentError, spec) { Sonde::Exporters.parse(spec) }
       assert_match(/\ASONDE_EXPORT=#{Regexp.escape(spec.inspect)}: not accepted: /, error.message)
       assert_match reason, error.message
-      assert_match(/accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL, comma-separated/, error.message)
+      assert_match(/accepted: one or more of dir:PATH, pyroscope:URL, datadog:URL, otlp:URL, comma-separated/, error.message)
     end
     error = assert_raises(Sonde::ArgumentError) { Sonde::Exporters.parse("zipkin:x", option_name: "--export") }
     assert_match(/\A--export: "zipkin:x"/, error.message)

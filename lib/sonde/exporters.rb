@@ -36,6 +36,7 @@ module Sonde
     autoload :Directory, File.expand_path("exporters/directory", __dir__)
     autoload :Pyroscope, File.expand_path("exporters/pyroscope", __dir__)
     autoload :Datadog, File.expand_path("exporters/datadog", __dir__)
+    autoload :Otlp, File.expand_path("exporters/otlp", __dir__)
 
     # One export entry, read and checked: the exporter class, its target and
     # its options (Settings rows), and the entry as error messages show it

@@ -37,6 +37,8 @@ class HttpTestServer
   ACCEPT_POLL = 0.05
 
   attr_accessor :status
+  # What a 2xx answer carries ("{}" unless set: an OTLP test sets protobuf).
+  attr_accessor :success_body
 
   def initialize(status: 200)
     @status = status
@@ -209,7 +211,7 @@ class HttpTestServer
   end
 
   def respond(socket, status)
-    body = status < 300 ? "{}" : "error #{status}"
+    body = status < 300 ? (success_body || "{}").b : "error #{status}"
     socket.write("HTTP/1.1 #{status} X\r\nContent-Type: text/plain\r\nContent-Length: #{body.bytesize}\r\n" \
                  "Connection: close\r\n\r\n#{body}")
   end

@@ -76,9 +76,15 @@ module Sonde
         return response if (200..299).cover?(code)
 
         message = "HTTP #{response.code} from #{display_url(uri)}: #{response.body.to_s[0, ERROR_BODY_EXCERPT].strip}"
-        raise RetryableError, message if code == TOO_MANY_REQUESTS || SERVER_ERRORS.cover?(code)
+        raise RetryableError, message if retryable_status?(code)
 
         raise PermanentError, message
+      end
+
+      # Whether an error status is worth another attempt (an exporter whose
+      # protocol says otherwise overrides it).
+      def retryable_status?(code)
+        code == TOO_MANY_REQUESTS || SERVER_ERRORS.cover?(code)
       end
 
       # The URL without credentials or query, fit for messages and logs.

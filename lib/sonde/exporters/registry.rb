@@ -21,7 +21,7 @@ module Sonde
       # The kinds Sonde ships, each a class that loads when its kind is first
       # named (Exporters autoloads it): a run exporting to dir: never loads
       # the HTTP exporters, nor json, time and uri with them.
-      BUILT_IN = { "dir" => :Directory, "pyroscope" => :Pyroscope, "datadog" => :Datadog }.freeze
+      BUILT_IN = { "dir" => :Directory, "pyroscope" => :Pyroscope, "datadog" => :Datadog, "otlp" => :Otlp }.freeze
 
       @classes = {}
       @lock = Mutex.new
