@@ -56,14 +56,20 @@ class ThreadEndTest < Minitest::Test
       merged = Sonde.stats[:ended_threads_merged]
       profile = Sonde.stop.decode
       names = profile.samples.map { |s| s.labels["thread name"] }
+      ran_gc = profile.samples.select { |s| s.labels["state"] == "gc" }.map { |s| s.labels["thread name"] }
       puts JSON.generate(threads: names.uniq, samples: profile.samples.size, merged: merged,
-                         ended_samples: names.count("(ended threads)"))
+                         ended_samples: names.count("(ended threads)"), ran_gc: ran_gc.uniq - ["main"])
     RUBY
-    assert_operator facts["threads"].size, :<=, 10, "one thread entry per ended thread: #{facts['threads'].size}"
+    # main, "(ended threads)", the threads that ran a GC, and a pass's few.
+    assert_operator facts["threads"].size, :<=, 4 + facts["ran_gc"].size, "one thread entry per ended thread: #{facts.inspect}"
     if modern_ruby?
       assert_includes facts["threads"], "(ended threads)"
-      # Every one of them: none got a sample of its own at 1 Hz.
-      assert_operator facts["merged"], :>=, THREADS - 5, facts.inspect
+      # A thread that ran a GC has a sample of its own (the GC's): it keeps
+      # its entry. Every other one is merged: none got a sample of its own
+      # at 1 Hz but from a pass that may come while the threads run.
+      own = facts["threads"] - ["main", "(ended threads)"]
+      assert_empty own - facts["ran_gc"], "threads with an entry of their own and no GC sample: #{facts.inspect}"
+      assert_operator facts["merged"] + facts["ran_gc"].size, :>=, THREADS - 2, facts.inspect
     end
   end
 
@@ -105,5 +111,41 @@ class ThreadEndTest < Minitest::Test
     assert_operator facts["stats_ns"], :>, 0
     assert_equal facts["stats_ns"], facts["profile_ns"], "the profile holds what the stats counted"
     assert_equal ["(ended threads)"], facts["owners"]
+  end
+
+  # A native thread's exit comes after its last event (EXITED, 3.3+), where
+  # no thread clock can be read: about 7 us a thread, 11% of the CPU of a
+  # process that does nothing but make threads (before: the profile held
+  # 0.81-0.93 of such a process's CPU on 3.3 and 3.4). Found from the
+  # process's clock at stop (and at each flush), it goes under "(ended
+  # threads)" on "(native thread exit)". Measured with 10,000 threads:
+  # 0.946-0.980 of the process's CPU in the profile (3 runs each on 3.3 and
+  # 3.4; the rest is the main thread's CPU since its last timer signal and
+  # Sonde's own threads). On 3.1 native threads are reused and the next
+  # thread counts the end of the last (0.976): nothing is found there.
+  def test_the_exit_of_native_threads_is_counted_from_the_process_clock
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 100)
+      cpu_before = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+      10_000.times { |i| Thread.new { i * i }.join }
+      stopped = Sonde.stop
+      process_ns = ((Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu_before) * 1e9).round
+      profile = stopped.decode
+      cpu = profile.value_index("cpu-time")
+      exits = profile.samples.select { |s| profile.frames(s).map { |function, _| function.name } == ["(native thread exit)"] }
+      puts JSON.generate(stats_ns: stopped.stats[:native_exit_cpu_ns], process_ns: process_ns,
+                         profile_ns: profile.samples.sum { |s| s.values[cpu] },
+                         exit_ns: exits.sum { |s| s.values[cpu] }, owners: exits.map { |s| s.labels["thread name"] }.uniq)
+    RUBY
+    if modern_ruby?
+      assert_operator facts["stats_ns"], :>, 0, facts.inspect
+      assert_equal facts["stats_ns"], facts["exit_ns"], "the profile holds what the stats counted"
+      assert_equal ["(ended threads)"], facts["owners"]
+    else
+      assert_equal [0, 0], facts.values_at("stats_ns", "exit_ns")
+    end
+    # Both are CPU clocks: the bound is the issue's 10%; without the exit
+    # time the profile would hold 0.84-0.87 of it.
+    assert_in_delta 1.0, facts["profile_ns"].to_f / facts["process_ns"], 0.1, facts.inspect
   end
 end

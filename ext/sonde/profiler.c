@@ -20,6 +20,7 @@
 #include "cpu_timer_source.h"
 #include "cpu_timers.h"
 #include "event_source.h"
+#include "exit_cpu.h"
 #include "gc_source.h"
 #include "own_threads.h"
 #include "profile_export.h"
@@ -99,6 +100,7 @@ static void free_profiler(profiler_state *state) {
   sampling_pass_free(run->pass);
   gc_source_free(run->gc);
   alloc_source_free(run->alloc);
+  exit_cpu_free(run->exits);
   scheduler_free(run->scheduler);
   cpu_timers_free(run->timers);
   capture_buffer_free(run->captures);
@@ -176,6 +178,7 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
 static void halt_sampling(profiler_state *state) {
   if (state->halted) return;
   sonde_run *run = &state->run;
+  sampling_pass_record_native_exit_cpu(run);
   scheduler_request_stop(run->scheduler);
   while (state->sources_started > 0) SOURCES[--state->sources_started]->stop(run);
   if (state->handler_installed) {
@@ -199,6 +202,7 @@ static sonde_status start_sampling(profiler_state *state, char *error, size_t er
   alloc_source_set_other_ractors(run, ractor_accounting_others_alive());
   vm_begin_run();
   state->vm_run_begun = true;
+  run->exits = exit_cpu_start(); // NULL (nothing counted) on 3.1, or without /proc
   if (run->settings.use_signals) {
     // Before any CPU timer is armed: a timer's signal with no handler of
     // ours would kill the process.
@@ -411,6 +415,7 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
   // The CPU samples captured so far belong to the period that ends now.
   if (!state->halted) {
     sampling_pass_record_captures(&state->run, false);
+    sampling_pass_record_native_exit_cpu(&state->run);
     // The allocations since the latest close are this period's: a period
     // spans windows until it heard enough, and must not leak into the
     // next profile (nor leave this one without any).

@@ -20,6 +20,7 @@ typedef struct recorder_slots recorder_slots;
 typedef struct sampling_pass sampling_pass;
 typedef struct own_threads own_threads;
 typedef struct alloc_source alloc_source;
+typedef struct exit_cpu exit_cpu;
 
 typedef struct {
   int64_t interval_ns; // 1 / rate
@@ -46,6 +47,7 @@ typedef struct sonde_run {
   own_threads *own;          // Sonde's own Ruby threads, left out of profiles and Thread.list
   own_threads *muted;        // threads left out of the profile (a live capture's request thread)
   alloc_source *alloc;       // allocation and live-heap samples; NULL when not asked for
+  exit_cpu *exits;           // ended threads' CPU after their EXITED event; NULL on 3.1
 } sonde_run;
 
 // The run sampling now, or NULL: the core's one global run pointer (the

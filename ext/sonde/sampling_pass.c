@@ -26,6 +26,7 @@
 #include "capture_buffer.h"
 #include "clocks.h"
 #include "cpu_timers.h"
+#include "exit_cpu.h"
 #include "gc_source.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
@@ -61,7 +62,7 @@ struct sampling_pass {
   // Stats.
   uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
   uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads;
-  int64_t cpu_remainder_ns, teardown_cpu_ns;
+  int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
 };
 
@@ -232,6 +233,27 @@ static void record_teardown_cpu(sonde_run *run) {
   }
   pass->teardown_threads += threads;
   pass->teardown_cpu_ns += ns;
+}
+
+// What ended threads spent after their EXITED event (3.3+; exit_cpu.h),
+// since the previous flush: one sample under "(ended threads)", on a
+// "(native thread exit)" frame. At flushes and at stop only: finding it
+// reads every thread's clock.
+void sampling_pass_record_native_exit_cpu(sonde_run *run) {
+  int64_t ns = exit_cpu_take_ns(run->exits);
+  if (ns <= 0) return;
+  sampling_pass *pass = run->pass;
+  recorder_frame frame = {.frame_id = stacks_native_thread_exit_frame_id(), .line = 0};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = ns};
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id;
+  if (recorder_intern_stack(rec, &frame, 1, &stack_id) != 0 || !ended_threads_index(rec, &sample_context.thread_index) ||
+      recorder_add(rec, stack_id, &sample_context, values) != 0) {
+    pass->dropped_samples++;
+    return;
+  }
+  pass->native_exit_cpu_ns += ns;
 }
 
 // A context forgotten: its thread ended before a pass or a hook could see
@@ -909,4 +931,5 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "ended_threads_merged", pass->ended_threads_merged);
   PUT(stats, "teardown_cpu_threads", pass->teardown_threads);
   PUT(stats, "teardown_cpu_ns", pass->teardown_cpu_ns);
+  PUT(stats, "native_exit_cpu_ns", pass->native_exit_cpu_ns);
 }

@@ -45,6 +45,12 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin);
 // (then captures of threads that are gone are recorded too).
 void sampling_pass_record_captures(sonde_run *run, bool final);
 
+// Records what ended threads spent after their EXITED event since the
+// previous call (exit_cpu.h): at each flush, and at stop before the
+// trigger thread (a native thread of Sonde's own, whose end would count)
+// is told to stop.
+void sampling_pass_record_native_exit_cpu(sonde_run *run);
+
 // From the thread-begin hook, on the new thread with the GVL: meets it at
 // once, so that its CPU timer runs from its first instruction.
 void sampling_pass_meet_current_thread(sonde_run *run);

@@ -16,6 +16,7 @@
 #define SYNTHETIC_NO_RUBY_FRAME 4u
 #define SYNTHETIC_THREAD_END 5u
 #define SYNTHETIC_THREAD_TEARDOWN 6u
+#define SYNTHETIC_NATIVE_THREAD_EXIT 7u // the last kind the three bits hold
 
 static bool is_synthetic(uint64_t frame_id) { return (frame_id & SYNTHETIC_KIND_MASK) != 0; }
 
@@ -62,6 +63,8 @@ uint64_t stacks_thread_end_frame_id(void) { return SYNTHETIC_THREAD_END; }
 
 uint64_t stacks_thread_teardown_frame_id(void) { return SYNTHETIC_THREAD_TEARDOWN; }
 
+uint64_t stacks_native_thread_exit_frame_id(void) { return SYNTHETIC_NATIVE_THREAD_EXIT; }
+
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line) {
   if (!is_synthetic(frame_id)) {
     vm_describe_frame(frame_id, name, path, first_line);
@@ -91,6 +94,9 @@ void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first
       break;
     case SYNTHETIC_THREAD_TEARDOWN:
       *name = rb_str_new_cstr("(thread teardown)");
+      break;
+    case SYNTHETIC_NATIVE_THREAD_EXIT:
+      *name = rb_str_new_cstr("(native thread exit)");
       break;
     default:
       *name = rb_str_new_cstr("(unknown)");

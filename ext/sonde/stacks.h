@@ -52,6 +52,11 @@ uint64_t stacks_thread_end_frame_id(void);
 // each one exits, when its stack is gone (vm_take_cpu_after_end_ns).
 uint64_t stacks_thread_teardown_frame_id(void);
 
+// The synthetic frame of the CPU time ended threads spent after Ruby let
+// them go ("(native thread exit)", exit_cpu.h): the native thread's own
+// exit, and any non-Ruby thread that ended during the run.
+uint64_t stacks_native_thread_exit_frame_id(void);
+
 // Names a frame for export (see vm_describe_frame), synthetic ones included.
 // Needs the GVL; allocates Ruby strings.
 void stacks_describe(uint64_t frame_id, VALUE *name, VALUE *path, int64_t *first_line);

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <ruby.h>
@@ -89,6 +90,15 @@ void vm_note_current_thread_end_cpu(int64_t cpu_ns);
 // The CPU time counted so, since the previous call, and how many threads
 // it came from. Any thread; atomic; 0 on Ruby 3.1.
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads);
+
+// Ruby 3.3+: the sum of every ended thread's CPU clock as its EXITED event
+// read it, since Sonde loaded (any Ractor's threads; it only grows), for
+// exit_cpu.h. Any thread; atomic. -1 on Ruby 3.1 (no EXITED event).
+int64_t vm_exited_threads_clock_ns(void);
+
+// Ruby 3.3+: the tids of the latest threads (up to max, at most 256) to
+// pass EXITED, whose clocks are in that sum; 0 on Ruby 3.1.
+size_t vm_recently_exited_tids(int64_t *tids, size_t max);
 
 // Signal-safe, no GVL needed: reads which pthread holds the main Ractor's GVL.
 // Returns false when no thread holds it. The read is racy by nature: the

@@ -96,6 +96,15 @@ typedef struct {
 // Atomic: hooks of several threads add, a pass takes.
 static int64_t cpu_after_end_ns;
 static uint64_t threads_after_end;
+// Every ended thread's CPU clock at its EXITED event, summed (atomic).
+static int64_t exited_clock_total_ns;
+// The tids of the latest threads to pass EXITED, a ring that hooks write
+// (atomic slot, atomic store): such a thread may still be listed in
+// /proc/self/task while its native thread exits, and its clock, already
+// in exited_clock_total_ns, must not count as a live thread's too.
+#define RECENT_EXITS 256
+static pid_t recent_exits[RECENT_EXITS];
+static uint64_t recent_exit_count;
 
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
@@ -183,13 +192,29 @@ static void clear_gvl_owner_if(const thread_record *record) {
 // teardown took since the thread-end hook. A clock read and two atomic
 // adds; nothing when the record is another native thread's (checked
 // against its pthread: no system call).
+// The same clock reading goes into exited_clock_total_ns, every thread's
+// (of any Ractor, Sonde running or not), for exit_cpu.h.
 static void add_cpu_after_end(const thread_record *record) {
-  int64_t counted = __atomic_load_n(&record->end_cpu_ns, __ATOMIC_RELAXED);
-  if (counted <= 0 || record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
+  if (record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
   int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-  if (now <= counted) return;
+  if (now < 0) return;
+  uint64_t slot = __atomic_fetch_add(&recent_exit_count, 1, __ATOMIC_RELAXED) % RECENT_EXITS;
+  __atomic_store_n(&recent_exits[slot], record->tid, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&exited_clock_total_ns, now, __ATOMIC_RELEASE);
+  int64_t counted = __atomic_load_n(&record->end_cpu_ns, __ATOMIC_RELAXED);
+  if (counted <= 0 || now <= counted) return;
   __atomic_fetch_add(&cpu_after_end_ns, now - counted, __ATOMIC_RELAXED);
   __atomic_fetch_add(&threads_after_end, 1, __ATOMIC_RELAXED);
+}
+
+int64_t vm_exited_threads_clock_ns(void) { return __atomic_load_n(&exited_clock_total_ns, __ATOMIC_ACQUIRE); }
+
+size_t vm_recently_exited_tids(int64_t *tids, size_t max) {
+  uint64_t count = __atomic_load_n(&recent_exit_count, __ATOMIC_RELAXED);
+  size_t kept = count < RECENT_EXITS ? (size_t)count : RECENT_EXITS;
+  if (kept > max) kept = max;
+  for (size_t i = 0; i < kept; i++) tids[i] = __atomic_load_n(&recent_exits[i], __ATOMIC_RELAXED);
+  return kept;
 }
 
 void vm_note_current_thread_end_cpu(int64_t cpu_ns) {

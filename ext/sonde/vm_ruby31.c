@@ -109,6 +109,10 @@ int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
   return 0;
 }
 
+int64_t vm_exited_threads_clock_ns(void) { return -1; }
+
+size_t vm_recently_exited_tids(int64_t *tids, size_t max) { return 0; }
+
 // Ruby 3.1 sets a thread's tid when the thread starts and never again, so in
 // a forked child the thread that forked still carries its parent's tid (and
 // Thread#native_thread_id says the same). The atfork child handler, which
