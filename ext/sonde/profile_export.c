@@ -23,7 +23,7 @@
 #include <ruby/thread.h>
 
 #include "alloc_source.h"
-#include "pprof.h"
+#include "pprof_builder.h"
 #include "profile_names.h"
 #include "stacks.h"
 #include "thread_states.h"
