@@ -86,6 +86,7 @@
 #include "labels.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
+#include "sample_constants.h"
 #include "stacks.h"
 #include "thread_contexts.h"
 #include "vm.h"
@@ -600,7 +601,7 @@ static void record_lost_weight(sonde_run *run) {
   if (alloc->lost_weight == 0) return;
   recorder_frame frame = {.frame_id = stacks_lost_allocations_frame_id(), .line = 0};
   int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = (int64_t)alloc->lost_weight};
-  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = ALLOC_CLASS_UNKNOWN};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = SAMPLE_CLASS_UNKNOWN};
   thread_context *context = thread_contexts_find_by_tid(run->contexts, alloc->lost_tid);
   if (!record_for_thread(samples_recorder(run), run, context, alloc->lost_tid, &frame, 1, &sample_context, values)) {
     alloc->recording_failures++;
@@ -891,13 +892,13 @@ static void mark_class_of(const capture *slot, void *unused) {
 // ones (those with a class): a slot merged into or lost was never tracked,
 // and its object is not in the slot.
 static void mark_object_of(const capture *slot, void *unused) {
-  if (slot->object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
+  if (slot->object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
 }
 
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
 static void mark_recorded_class(uint64_t object_class) {
-  if (object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
+  if (object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
 }
 
 static void mark_alloc(const sonde_run *run) {

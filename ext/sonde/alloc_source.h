@@ -35,10 +35,6 @@
 // alloc_duty's smallest share: one tick in this many.
 #define ALLOC_MAX_BLOCK 100
 
-// The object class of the samples that stand for lost ones (their class is
-// unknown); never a class's VALUE (those are 8-byte aligned).
-#define ALLOC_CLASS_UNKNOWN 1
-
 // NULL when out of memory.
 alloc_source *alloc_source_new(const run_settings *settings);
 void alloc_source_free(alloc_source *alloc);
