@@ -88,6 +88,7 @@
 #include "recorder_slots.h"
 #include "sample_constants.h"
 #include "stacks.h"
+#include "stats.h"
 #include "thread_contexts.h"
 #include "vm.h"
 #include "xorshift.h"
@@ -917,35 +918,32 @@ static void mark_alloc(const sonde_run *run) {
   }
 }
 
-#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
-
 static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   const alloc_source *alloc = run->alloc;
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc")), alloc != NULL ? Qtrue : Qfalse);
-  rb_hash_aset(stats, ID2SYM(rb_intern("heap")), alloc != NULL && alloc->heap ? Qtrue : Qfalse);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_turned_off")), alloc != NULL && alloc->turned_off ? Qtrue : Qfalse);
-  PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_duty")), DBL2NUM(alloc != NULL ? 1.0 / alloc->block : 0.0));
-  PUT(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);
-  PUT(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
-  PUT(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
-  PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
-  PUT(stats, "allocations_heard", alloc != NULL ? alloc->heard : 0);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_window_switch_seconds")),
-               DBL2NUM(alloc != NULL ? (double)alloc->window_switch_ns / 1e9 : 0.0));
-  PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
-  PUT(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
-  PUT(stats, "alloc_dropped_samples",
-      alloc != NULL ? alloc->lost_samples + alloc->inconsistent_stacks + alloc->recording_failures : 0);
+  stats_put_flag(stats, "alloc", alloc != NULL);
+  stats_put_flag(stats, "heap", alloc != NULL && alloc->heap);
+  stats_put_flag(stats, "alloc_turned_off", alloc != NULL && alloc->turned_off);
+  stats_put_count(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
+  stats_put_number(stats, "alloc_duty", alloc != NULL ? 1.0 / alloc->block : 0.0);
+  stats_put_count(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);
+  stats_put_count(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
+  stats_put_count(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
+  stats_put_count(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
+  stats_put_count(stats, "allocations_heard", alloc != NULL ? alloc->heard : 0);
+  stats_put_number(stats, "alloc_window_switch_seconds", alloc != NULL ? (double)alloc->window_switch_ns / 1e9 : 0.0);
+  stats_put_count(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
+  stats_put_count(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
+  stats_put_count(stats, "alloc_dropped_samples",
+                  alloc != NULL ? alloc->lost_samples + alloc->inconsistent_stacks + alloc->recording_failures : 0);
   bool heap = alloc != NULL && alloc->tracker != NULL;
-  PUT(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
-  PUT(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
-  PUT(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
-  PUT(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
-  PUT(stats, "heap_samples", heap ? alloc->heap_samples : 0);
-  PUT(stats, "heap_checks", heap ? alloc->heap_checks : 0);
-  PUT(stats, "heap_freed_objects", heap ? alloc->heap_freed_objects : 0);
-  PUT(stats, "heap_checks_skipped", heap ? alloc->heap_checks_skipped : 0);
+  stats_put_count(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
+  stats_put_count(stats, "heap_samples", heap ? alloc->heap_samples : 0);
+  stats_put_count(stats, "heap_checks", heap ? alloc->heap_checks : 0);
+  stats_put_count(stats, "heap_freed_objects", heap ? alloc->heap_freed_objects : 0);
+  stats_put_count(stats, "heap_checks_skipped", heap ? alloc->heap_checks_skipped : 0);
 }
 
 // In a forked child the hooks still run (the child's Process._fork hook
