@@ -187,10 +187,10 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // again, 8 of them after the first untaken offer and twice as many after
 // each further one (at most 64), so a holder whose offers go untaken loses
 // at most one tick in 65 to them (its wall time is not lost: the next pass
-// counts it). Seen here: in some runs a busy thread's CPU-timer signals
-// came only right after a tick's own signal (the kernel checks a thread's
-// CPU timers when it enters the kernel), so no offer was ever taken; in
-// the others every one was. Returns true when the tick was offered (or an
+// counts it). A busy thread's CPU-timer signals may come only right after
+// a tick's own signal (the kernel checks a thread's CPU timers when it
+// enters the kernel), and then none of its offers is ever taken: the
+// backoff bounds what that costs. Returns true when the tick was offered (or an
 // offer was taken meanwhile): a pass is on its way.
 #define OFFER_BACKOFF_FIRST 8
 #define OFFER_BACKOFF_MAX 64
