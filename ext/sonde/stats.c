@@ -5,14 +5,12 @@
 // runs in a signal handler, during GC or without the GVL.
 #include "stats.h"
 
-static void put(VALUE stats, const char *key, VALUE value) { rb_hash_aset(stats, ID2SYM(rb_intern(key)), value); }
+static void put(VALUE stats, ID key, VALUE value) { rb_hash_aset(stats, ID2SYM(key), value); }
 
-void stats_put_count(VALUE stats, const char *key, uint64_t count) {
-  put(stats, key, ULL2NUM((unsigned long long)count));
-}
+void stats_put_count_id(VALUE stats, ID key, uint64_t count) { put(stats, key, ULL2NUM((unsigned long long)count)); }
 
-void stats_put_signed(VALUE stats, const char *key, int64_t value) { put(stats, key, LL2NUM((long long)value)); }
+void stats_put_signed_id(VALUE stats, ID key, int64_t value) { put(stats, key, LL2NUM((long long)value)); }
 
-void stats_put_flag(VALUE stats, const char *key, bool flag) { put(stats, key, flag ? Qtrue : Qfalse); }
+void stats_put_flag_id(VALUE stats, ID key, bool flag) { put(stats, key, flag ? Qtrue : Qfalse); }
 
-void stats_put_number(VALUE stats, const char *key, double value) { put(stats, key, DBL2NUM(value)); }
+void stats_put_number_id(VALUE stats, ID key, double value) { put(stats, key, DBL2NUM(value)); }

@@ -3,8 +3,10 @@
 // a value converts the same way in every file: the kind is in the name,
 // not in a local macro's cast.
 //
-// With the GVL only (they allocate Ruby objects); key is a NUL-terminated
-// name, stored as a Symbol.
+// With the GVL only (they allocate Ruby objects). key is a string literal:
+// each stats_put_* below is a macro that looks its Symbol up once per call
+// site (rb_intern's per-site cache) and calls the function of the same kind
+// with the ID; a lookup per call doubled what Sonde.stats cost.
 #ifndef SONDE_STATS_H
 #define SONDE_STATS_H
 
@@ -14,13 +16,18 @@
 #include <ruby.h>
 
 // A count or a total that cannot be negative: an Integer.
-void stats_put_count(VALUE stats, const char *key, uint64_t count);
+void stats_put_count_id(VALUE stats, ID key, uint64_t count);
 // A signed quantity (a sum of clock differences, which a clock read
 // out of order can make negative): an Integer, negative when it is.
-void stats_put_signed(VALUE stats, const char *key, int64_t value);
+void stats_put_signed_id(VALUE stats, ID key, int64_t value);
 // true or false.
-void stats_put_flag(VALUE stats, const char *key, bool flag);
+void stats_put_flag_id(VALUE stats, ID key, bool flag);
 // A rate, a share or seconds: a Float.
-void stats_put_number(VALUE stats, const char *key, double value);
+void stats_put_number_id(VALUE stats, ID key, double value);
+
+#define stats_put_count(stats, key, count) stats_put_count_id((stats), rb_intern(key), (count))
+#define stats_put_signed(stats, key, value) stats_put_signed_id((stats), rb_intern(key), (value))
+#define stats_put_flag(stats, key, flag) stats_put_flag_id((stats), rb_intern(key), (flag))
+#define stats_put_number(stats, key, value) stats_put_number_id((stats), rb_intern(key), (value))
 
 #endif
