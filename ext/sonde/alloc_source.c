@@ -1,76 +1,24 @@
-// alloc_source.c: allocation samples and the live heap (see the header).
-//
-// Listening windows. While a NEWOBJ hook is on, Ruby leaves its fast
-// allocation path for every object (and calls the hook): that costs per
-// allocation, whatever the interval (README, Overhead). So with alloc_duty
-// below 1 the hook is on only for some ticks: the ticks go in blocks of
-// N = 1 / alloc_duty (rounded), and in each block one tick drawn at random
-// is listened to; after each tick's pass the hook is turned on or off for
-// the next. The draw ignores what the program does, and a fresh one per
-// block cannot fall in step with a periodic program.
-//
-// What a window's samples stand for is counted, not assumed: Ruby counts
-// every allocation (GC.stat's total_allocated_objects, a counter read
-// without allocating), the hook counts those it heard. When a window
-// closes, its samples are recorded with their gaps scaled by the
-// allocations since the previous window closed over the weights it
-// recorded, so the totals are exact and each window's mix of stacks and classes
-// stands for its period. Not N: the hook itself slows the program while it
-// listens, so a listened tick allocates less than the others (a third less
-// on a loop that only allocates), and N would undercount by as much. Until
-// the window closes, its samples are recorded (as usual, at safe points)
-// into a recorder of the window's own, unscaled, and the live objects they
-// track keep their unscaled weights; the close adds the window's recorder
-// into the run's, scaled, and scales those weights. A window that heard
-// fewer than PERIOD_MIN_SAMPLES samples' worth (a GC filled its tick, or
-// two passes came close together) does not close its period: its samples
-// wait for the next window's, and the two share one scale. Each period's
-// mix of classes and stacks weighs as much as the allocations it stands
-// for, whatever its windows heard: a window a major GC filled heard some
-// 40 samples at interval 16 and stood for a million allocations, and
-// such windows alone swung a class's estimate by 18% (test/allocation_test,
-// heap_windows, 1 run in 20). 256 samples give a tenth-share class some 25
-// of its own; a quiet program's periods then span more windows, at worst
-// the whole profile, where its samples are pooled into one scale (the
-// estimate with the least variance, at the price of phases). The latest closed
-// window is kept: when a profile ends (flush or stop) and the period since
-// it was heard too little (no window, or a small one), its samples and the
-// small window's pooled stand for that period (pool_with_closed). What
-// remains is the variance of one tick per block: a phase shorter than a
-// block may be missed, or stand for its neighbours.
-//
-// The live heap without a FREEOBJ hook. Ruby would call one for every
-// object the GC frees, sampled or not (and on 3.1 any GC event hook keeps
-// the allocation slow path on, listening windows or not). Instead a
-// sampled object is given its object id when its sample is recorded (the
-// capture buffer's objects are marked until then, so the object is still
-// the one sampled), and the tracked set is checked at each flush and stop,
-// and when it fills up (at most once a second): an object is alive if its
-// address lies in a slot of one of the heap's pages (rb_objspace_each_objects
-// lists them), holds a live object, and that object has an id, the one
-// given. A dead object's slot, freed or holding a later object, fails: a
-// later object has no id, or another one (ids are never reused). The check
-// calls rb_obj_id only on objects that have an id (a lookup, no
-// allocation), so nothing moves while it runs. The cost: an object id per
-// tracked object (Ruby keeps it in two tables), and a walk of the page
-// list per check.
+// alloc_source.c: allocation samples and the live heap (alloc_source.h).
+// How and why (listening windows and how their samples are scaled, the
+// live heap checked without a FREEOBJ hook): docs/DESIGN.md, "One
+// allocation sample".
 //
 // Contexts. on_newobj_no_alloc runs inside Ruby's object allocation, on the
 // allocating thread, with the GVL: it must not allocate a Ruby object (that
-// would re-enter the allocator, and maybe the GC, from inside it), call
-// Ruby or raise; it does not malloc either, so that its cost stays a
-// countdown and, one time in alloc_interval, a stack read. It counts down,
-// and on a sampled allocation reads the thread's own stack into a slot of
-// the source's capture buffer (memory allocated at start), tracks the
-// object, and triggers the postponed job. A CPU timer's SIGPROF may
-// interrupt it: the handler writes the run's own capture buffer, never
-// this one, and reads the stack without writing it. Everything else runs
-// with the GVL, outside GC.
+// would re-enter the allocator, and maybe the GC), call Ruby, raise or
+// malloc. It counts down, and on a sampled allocation reads the thread's
+// own stack into a slot of this source's capture buffer, tracks the object
+// and triggers the postponed job. A CPU timer's SIGPROF may interrupt it:
+// the handler writes the run's capture buffer, never this one, and only
+// reads the stack. Everything else runs with the GVL, outside GC.
 //
-// GC.compact (and auto-compaction) moves objects: the tracked addresses
-// would then name other slots. The compaction count is checked before the
-// tracked set is used, and a set that a compaction made stale is dropped
-// (counted in heap_compaction_resets).
+// What it owns: its capture buffer (allocated at start), the NEWOBJ hook
+// and the listening windows (each a recorder of its own: samples wait there
+// unscaled until the window closes, then go into the run's active recorder
+// scaled by the allocations Ruby counted over the weights recorded), the
+// heap tracker, and its stats. A tracked object is alive only while its
+// slot is live and holds the object id it was given; a GC compaction
+// (compact_count changed) drops the tracked set (heap_compaction_resets).
 #include "alloc_source.h"
 
 #include <math.h>
@@ -86,7 +34,9 @@
 #include "labels.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
+#include "sample_constants.h"
 #include "stacks.h"
+#include "stats.h"
 #include "thread_contexts.h"
 #include "vm.h"
 #include "xorshift.h"
@@ -600,7 +550,7 @@ static void record_lost_weight(sonde_run *run) {
   if (alloc->lost_weight == 0) return;
   recorder_frame frame = {.frame_id = stacks_lost_allocations_frame_id(), .line = 0};
   int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = (int64_t)alloc->lost_weight};
-  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = ALLOC_CLASS_UNKNOWN};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .object_class = SAMPLE_CLASS_UNKNOWN};
   thread_context *context = thread_contexts_find_by_tid(run->contexts, alloc->lost_tid);
   if (!record_for_thread(samples_recorder(run), run, context, alloc->lost_tid, &frame, 1, &sample_context, values)) {
     alloc->recording_failures++;
@@ -679,10 +629,9 @@ static void close_period(sonde_run *run, int64_t recorded, size_t since_close) {
 // or one a GC pause filled, or opened just before the flush) is stood for
 // by its samples pooled with the latest closed window's: each heard
 // allocation counts for itself, and the ones not heard are shared out in
-// the pool's mix. A lone small window would make a few dozen samples stand
-// for a second of the program (seen: 1 sample for 954,014 allocations, the
-// live Bar 8% low). The closed window stays the closed one; the small
-// one's samples are spent.
+// the pool's mix, so that a lone small window never makes a few samples
+// stand for a whole period. The closed window stays the closed one; the
+// small one's samples are spent.
 static void pool_with_closed(sonde_run *run, int64_t recorded, size_t since_close) {
   alloc_source *alloc = run->alloc;
   listening_window *closed = alloc->closed;
@@ -853,9 +802,8 @@ void alloc_source_after_tick(sonde_run *run) {
 
 // Other Ractors allocate and sweep the same heap in parallel (each with its
 // own GVL): a tracked object's slot can be freed and refilled while a check
-// reads it (seen: rb_obj_memsize_of on a half-made object, [BUG] "unknown
-// data type 0x0", 6 runs in 10 on 3.3 flushing while four Ractors ran). So
-// the live heap is neither checked nor recorded while they may run; the
+// reads it (rb_obj_memsize_of on a half-made object is a [BUG]). So the
+// live heap is neither checked nor recorded while they may run; the
 // tracked objects wait for a flush or the stop that finds them gone.
 void alloc_source_set_other_ractors(sonde_run *run, bool running) {
   if (run->alloc != NULL) run->alloc->other_ractors = running;
@@ -891,13 +839,13 @@ static void mark_class_of(const capture *slot, void *unused) {
 // ones (those with a class): a slot merged into or lost was never tracked,
 // and its object is not in the slot.
 static void mark_object_of(const capture *slot, void *unused) {
-  if (slot->object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
+  if (slot->object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
 }
 
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
 static void mark_recorded_class(uint64_t object_class) {
-  if (object_class > ALLOC_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
+  if (object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
 }
 
 static void mark_alloc(const sonde_run *run) {
@@ -916,35 +864,32 @@ static void mark_alloc(const sonde_run *run) {
   }
 }
 
-#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
-
 static void add_alloc_stats(const sonde_run *run, VALUE stats) {
   const alloc_source *alloc = run->alloc;
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc")), alloc != NULL ? Qtrue : Qfalse);
-  rb_hash_aset(stats, ID2SYM(rb_intern("heap")), alloc != NULL && alloc->heap ? Qtrue : Qfalse);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_turned_off")), alloc != NULL && alloc->turned_off ? Qtrue : Qfalse);
-  PUT(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_duty")), DBL2NUM(alloc != NULL ? 1.0 / alloc->block : 0.0));
-  PUT(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);
-  PUT(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
-  PUT(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
-  PUT(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
-  PUT(stats, "allocations_heard", alloc != NULL ? alloc->heard : 0);
-  rb_hash_aset(stats, ID2SYM(rb_intern("alloc_window_switch_seconds")),
-               DBL2NUM(alloc != NULL ? (double)alloc->window_switch_ns / 1e9 : 0.0));
-  PUT(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
-  PUT(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
-  PUT(stats, "alloc_dropped_samples",
-      alloc != NULL ? alloc->lost_samples + alloc->inconsistent_stacks + alloc->recording_failures : 0);
+  stats_put_flag(stats, "alloc", alloc != NULL);
+  stats_put_flag(stats, "heap", alloc != NULL && alloc->heap);
+  stats_put_flag(stats, "alloc_turned_off", alloc != NULL && alloc->turned_off);
+  stats_put_count(stats, "alloc_interval", alloc != NULL ? alloc->interval : 0);
+  stats_put_number(stats, "alloc_duty", alloc != NULL ? 1.0 / alloc->block : 0.0);
+  stats_put_count(stats, "alloc_windows", alloc != NULL ? alloc->windows : 0);
+  stats_put_count(stats, "alloc_ticks", alloc != NULL ? alloc->ticks : 0);
+  stats_put_count(stats, "alloc_listened_ticks", alloc != NULL ? alloc->listened_ticks : 0);
+  stats_put_count(stats, "allocations_sampled_over", alloc != NULL ? alloc->allocations : 0);
+  stats_put_count(stats, "allocations_heard", alloc != NULL ? alloc->heard : 0);
+  stats_put_number(stats, "alloc_window_switch_seconds", alloc != NULL ? (double)alloc->window_switch_ns / 1e9 : 0.0);
+  stats_put_count(stats, "alloc_samples", alloc != NULL ? alloc->samples : 0);
+  stats_put_count(stats, "alloc_merged_samples", alloc != NULL ? alloc->merged_samples : 0);
+  stats_put_count(stats, "alloc_dropped_samples",
+                  alloc != NULL ? alloc->lost_samples + alloc->inconsistent_stacks + alloc->recording_failures : 0);
   bool heap = alloc != NULL && alloc->tracker != NULL;
-  PUT(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
-  PUT(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
-  PUT(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
-  PUT(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
-  PUT(stats, "heap_samples", heap ? alloc->heap_samples : 0);
-  PUT(stats, "heap_checks", heap ? alloc->heap_checks : 0);
-  PUT(stats, "heap_freed_objects", heap ? alloc->heap_freed_objects : 0);
-  PUT(stats, "heap_checks_skipped", heap ? alloc->heap_checks_skipped : 0);
+  stats_put_count(stats, "heap_tracked_objects", heap ? heap_tracker_count(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_tracker_capacity", heap ? heap_tracker_capacity(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_dropped_objects", heap ? heap_tracker_drops(alloc->tracker) : 0);
+  stats_put_count(stats, "heap_compaction_resets", heap ? alloc->compaction_resets : 0);
+  stats_put_count(stats, "heap_samples", heap ? alloc->heap_samples : 0);
+  stats_put_count(stats, "heap_checks", heap ? alloc->heap_checks : 0);
+  stats_put_count(stats, "heap_freed_objects", heap ? alloc->heap_freed_objects : 0);
+  stats_put_count(stats, "heap_checks_skipped", heap ? alloc->heap_checks_skipped : 0);
 }
 
 // In a forked child the hooks still run (the child's Process._fork hook

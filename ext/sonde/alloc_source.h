@@ -1,7 +1,7 @@
 // alloc_source.h: allocation samples and the live heap, as an event source.
 //
 // Ruby's NEWOBJ hook sees every allocation while it is on (every tick, or
-// a random alloc_duty share of them: alloc_source.c); one in alloc_interval on
+// a random alloc_duty share of them: docs/DESIGN.md); one in alloc_interval on
 // average (a random geometric gap, so that no loop allocating every N-th
 // object can line up with it) is sampled: the allocating thread's stack,
 // the object's class, its label set and trace context are captured into a
@@ -12,7 +12,7 @@
 // stack's share is an unbiased estimate.
 //
 // With heap, every sampled object of a class is tracked (heap_tracker.h)
-// until a check finds it dead (no FREEOBJ hook: alloc_source.c says how);
+// until a check finds it dead (no FREEOBJ hook: docs/DESIGN.md says how);
 // each flush and the stop check the set and record the survivors as
 // heap-live-samples (their weights) and heap-live-size (the memory each
 // holds now, ObjectSpace.memsize_of, times its weight) under the stack and
@@ -34,10 +34,6 @@
 
 // alloc_duty's smallest share: one tick in this many.
 #define ALLOC_MAX_BLOCK 100
-
-// The object class of the samples that stand for lost ones (their class is
-// unknown); never a class's VALUE (those are 8-byte aligned).
-#define ALLOC_CLASS_UNKNOWN 1
 
 // NULL when out of memory.
 alloc_source *alloc_source_new(const run_settings *settings);

@@ -11,6 +11,7 @@
 #include "capture_buffer.h"
 #include "cpu_timers.h"
 #include "sampling_pass.h"
+#include "stats.h"
 #include "thread_contexts.h"
 #include "vm.h"
 
@@ -65,22 +66,20 @@ static void stop_cpu_timers(sonde_run *run) {
 // The hook is a registered global (start): nothing else to mark.
 static void mark_cpu_timers(const sonde_run *run) {}
 
-#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), value)
-
 static void add_cpu_timer_stats(const sonde_run *run, VALUE stats) {
   if (run->timers == NULL) {
-    PUT(stats, "cpu_timers", Qfalse);
+    stats_put_flag(stats, "cpu_timers", false);
     return;
   }
   cpu_timer_stats timers = cpu_timers_stats(run->timers);
-  PUT(stats, "cpu_timers", timers.unavailable ? Qfalse : Qtrue);
-  PUT(stats, "cpu_timer_threads", ULL2NUM(timers.live));
-  PUT(stats, "cpu_timer_signals", ULL2NUM(timers.signals));
-  PUT(stats, "cpu_timer_failures", ULL2NUM(timers.failures));
+  stats_put_flag(stats, "cpu_timers", !timers.unavailable);
+  stats_put_count(stats, "cpu_timer_threads", timers.live);
+  stats_put_count(stats, "cpu_timer_signals", timers.signals);
+  stats_put_count(stats, "cpu_timer_failures", timers.failures);
   // What rate the kernel really delivered: at most its tick, whatever was asked.
   double seconds = (double)timers.sampled_cpu_ns / 1e9;
-  PUT(stats, "cpu_sample_rate_hz", DBL2NUM(seconds > 0 ? (double)timers.committed / seconds : 0.0));
-  PUT(stats, "captures_dropped", ULL2NUM(capture_buffer_drops(run->captures)));
+  stats_put_number(stats, "cpu_sample_rate_hz", seconds > 0 ? (double)timers.committed / seconds : 0.0);
+  stats_put_count(stats, "captures_dropped", capture_buffer_drops(run->captures));
 }
 
 // Timers are not inherited by a forked child, nor are the other threads

@@ -24,6 +24,7 @@
 #include "own_threads.h"
 #include "recorder_slots.h"
 #include "stacks.h"
+#include "stats.h"
 #include "thread_contexts.h"
 #include "thread_states.h"
 #include "vm.h"
@@ -265,8 +266,8 @@ static void stop_gc(sonde_run *run) {
 static void mark_gc(const sonde_run *run) { rb_gc_mark(run->gc->tracepoint); }
 
 static void add_gc_stats(const sonde_run *run, VALUE stats) {
-  rb_hash_aset(stats, ID2SYM(rb_intern("gc_events")), ULL2NUM(run->gc->events));
-  rb_hash_aset(stats, ID2SYM(rb_intern("gc_samples")), ULL2NUM(run->gc->samples));
+  stats_put_count(stats, "gc_events", run->gc->events);
+  stats_put_count(stats, "gc_samples", run->gc->samples);
 }
 
 // Nothing of the GC source lives in another thread (the cached tid has its

@@ -17,7 +17,7 @@
 
 #include <ruby/debug.h>
 
-#include "profile_export.h"
+#include "sample_constants.h"
 
 // The calling thread's current set. Initial-exec: the handler must not be
 // the first to touch a dynamically allocated TLS block.
@@ -108,9 +108,9 @@ void labels_define_methods(VALUE native) {
     rb_raise(rb_eRuntimeError, "sonde: TraceContext::PACKED_BYTES is not what the core reads (%d)",
              (int)TRACE_CONTEXT_PACKED_SIZE);
   }
-  if (NUM2LONG(rb_const_get(labels, rb_intern("MAX_LABELS"))) > PROFILE_EXPORT_MAX_LABELS) {
+  if (NUM2LONG(rb_const_get(labels, rb_intern("MAX_LABELS"))) > SAMPLE_MAX_LABELS) {
     rb_raise(rb_eRuntimeError, "sonde: Labels::MAX_LABELS is above what the encoder holds (%d)",
-             PROFILE_EXPORT_MAX_LABELS);
+             SAMPLE_MAX_LABELS);
   }
   rb_gc_register_address(&fiber_switch_hook);
   rb_define_module_function(native, "label_set_changed", native_label_set_changed, 1);

@@ -1,5 +1,5 @@
 // pprof_rename_binding.c: Native.rename_label_keys, the Ruby face of
-// pprof_rename_label_keys_gzip (pprof.c), for exporters whose backend reads
+// pprof_rename_label_keys_gzip (pprof_rename.c), for exporters whose backend reads
 // labels under its own names (the Datadog exporter).
 //
 // Contexts: called with the GVL on an exporter's thread. The names are
@@ -14,7 +14,7 @@
 #include <ruby/encoding.h>
 #include <ruby/thread.h>
 
-#include "pprof.h"
+#include "pprof_rename.h"
 
 // The largest profile it inflates: as Sonde::Pprof::MAX_DECOMPRESSED_BYTES.
 #define MAX_INFLATED_BYTES ((size_t)1 << 30)

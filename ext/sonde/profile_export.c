@@ -22,9 +22,9 @@
 #include <ruby/st.h>
 #include <ruby/thread.h>
 
-#include "alloc_source.h"
-#include "pprof.h"
+#include "pprof_builder.h"
 #include "profile_names.h"
+#include "sample_constants.h"
 #include "stacks.h"
 #include "thread_states.h"
 #include "vm.h"
@@ -213,14 +213,14 @@ static void add_thread_names(export_run *run) {
 }
 
 // The string labels of label set id into out (at most
-// PROFILE_EXPORT_MAX_LABELS); returns how many. An id the table does not
+// SAMPLE_MAX_LABELS); returns how many. An id the table does not
 // hold, or an entry that is not [String, String, ...], adds none.
 static size_t add_label_set(export_run *run, uint32_t id, pprof_label *out) {
   if (id == 0 || !RB_TYPE_P(run->label_sets, T_ARRAY) || id >= (uint32_t)RARRAY_LEN(run->label_sets)) return 0;
   VALUE pairs = RARRAY_AREF(run->label_sets, id);
   if (!RB_TYPE_P(pairs, T_ARRAY)) return 0;
   size_t count = 0;
-  for (long i = 0; i + 1 < RARRAY_LEN(pairs) && count < PROFILE_EXPORT_MAX_LABELS; i += 2) {
+  for (long i = 0; i + 1 < RARRAY_LEN(pairs) && count < SAMPLE_MAX_LABELS; i += 2) {
     int64_t key = intern_ruby_string(run->builder, RARRAY_AREF(pairs, i));
     int64_t value = intern_ruby_string(run->builder, RARRAY_AREF(pairs, i + 1));
     if (key > 0 && value > 0) out[count++] = (pprof_label){.key = key, .str = value};
@@ -264,7 +264,7 @@ static int64_t class_name_index(export_run *run, uint64_t object_class) {
   if (st_lookup(run->class_names, (st_data_t)object_class, &found)) return (int64_t)found;
   int64_t index;
   VALUE klass = (VALUE)object_class;
-  if (object_class == ALLOC_CLASS_UNKNOWN) {
+  if (object_class == SAMPLE_CLASS_UNKNOWN) {
     index = pprof_cstring(run->builder, "(unknown)");
   } else if (object_class == 0 || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
     index = pprof_cstring(run->builder, "(VM internal)");
@@ -293,7 +293,7 @@ static void add_samples(export_run *run) {
     recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
     int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
     check(state > 0);
-    pprof_label labels[5 + 3 + 1 + PROFILE_EXPORT_MAX_LABELS] = {
+    pprof_label labels[5 + 3 + 1 + SAMPLE_MAX_LABELS] = {
         {.key = run->label_thread_id, .num = thread.thread_id},
         {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
         {.key = run->label_state, .str = state},

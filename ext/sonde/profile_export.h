@@ -30,8 +30,8 @@ void profile_export_check_comments(VALUE comments);
 // frames are named through the VM. Raises NoMemoryError when out of memory.
 // label_sets: nil, or the Ruby side's table of label sets (Sonde::Labels):
 // entry id is the frozen Array [key, value, ...] of set id, written as
-// string labels on each sample recorded under it.
-#define PROFILE_EXPORT_MAX_LABELS 16
+// string labels (at most SAMPLE_MAX_LABELS: sample_constants.h) on each
+// sample recorded under it.
 VALUE profile_export_pprof(const recorder *rec, const profile_export_times *times, VALUE comments, VALUE label_sets);
 
 // The frozen Hash {sample_types: {cpu_time: "cpu-time", ...}, units: {...},

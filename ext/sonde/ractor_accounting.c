@@ -20,6 +20,7 @@
 #include <ruby/ractor.h>
 
 #include "clocks.h"
+#include "stats.h"
 
 static uint64_t other_ractors_alive(void) {
   long count = NUM2LONG(rb_funcall(rb_cRactor, rb_intern("count"), 0));
@@ -87,7 +88,7 @@ void ractor_accounting_add_stats(const ractor_accounting *accounting, const reco
                      (accounting->final_period_taken ? 0 : recorder_total(active, RECORDER_CPU_TIME_NS));
   int64_t now_cpu = process_cpu_ns();
   int64_t process = now_cpu > accounting->run_start_cpu_ns ? now_cpu - accounting->run_start_cpu_ns : 0;
-  rb_hash_aset(stats, ID2SYM(rb_intern("other_ractors")), ULL2NUM(other));
-  rb_hash_aset(stats, ID2SYM(rb_intern("process_cpu_seconds")), DBL2NUM(seconds(process)));
-  rb_hash_aset(stats, ID2SYM(rb_intern("profiled_cpu_seconds")), DBL2NUM(seconds(profiled)));
+  stats_put_count(stats, "other_ractors", other);
+  stats_put_number(stats, "process_cpu_seconds", seconds(process));
+  stats_put_number(stats, "profiled_cpu_seconds", seconds(profiled));
 }

@@ -30,6 +30,7 @@
 #include "own_threads.h"
 #include "sampling_pass.h"
 #include "signals.h"
+#include "stats.h"
 #include "vm.h"
 
 // Start waits this long for the idle helper's first wait (see start).
@@ -186,10 +187,10 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // again, 8 of them after the first untaken offer and twice as many after
 // each further one (at most 64), so a holder whose offers go untaken loses
 // at most one tick in 65 to them (its wall time is not lost: the next pass
-// counts it). Seen here: in some runs a busy thread's CPU-timer signals
-// came only right after a tick's own signal (the kernel checks a thread's
-// CPU timers when it enters the kernel), so no offer was ever taken; in
-// the others every one was. Returns true when the tick was offered (or an
+// counts it). A busy thread's CPU-timer signals may come only right after
+// a tick's own signal (the kernel checks a thread's CPU timers when it
+// enters the kernel), and then none of its offers is ever taken: the
+// backoff bounds what that costs. Returns true when the tick was offered (or an
 // offer was taken meanwhile): a pass is on its way.
 #define OFFER_BACKOFF_FIRST 8
 #define OFFER_BACKOFF_MAX 64
@@ -464,21 +465,19 @@ static sonde_status start_wall_ticks(sonde_run *run, char *error, size_t error_s
 
 static void mark_wall_ticks(const sonde_run *run) { rb_gc_mark(run->scheduler->helper.thread); }
 
-#define PUT(hash, key, value) rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM((unsigned long long)(value)))
-
 static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   scheduler *sched = run->scheduler;
-  PUT(stats, "signals_sent", READ(signals_sent));
-  PUT(stats, "signal_failures", READ(signal_failures));
-  PUT(stats, "idle_requests", READ(idle_requests));
-  PUT(stats, "idle_helper_restarts", READ(idle_helper_restarts));
-  PUT(stats, "idle_helper_missing", READ(idle_helper_missing));
-  PUT(stats, "ticks_skipped", READ(ticks_skipped));
-  PUT(stats, "ticks_by_cpu_signal", READ(ticks_by_cpu_signal));
-  PUT(stats, "trigger_wakeups", READ(trigger_wakeups));
-  PUT(stats, "standing_offers", READ(standing_periods));
-  PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
-  PUT(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
+  stats_put_count(stats, "signals_sent", READ(signals_sent));
+  stats_put_count(stats, "signal_failures", READ(signal_failures));
+  stats_put_count(stats, "idle_requests", READ(idle_requests));
+  stats_put_count(stats, "idle_helper_restarts", READ(idle_helper_restarts));
+  stats_put_count(stats, "idle_helper_missing", READ(idle_helper_missing));
+  stats_put_count(stats, "ticks_skipped", READ(ticks_skipped));
+  stats_put_count(stats, "ticks_by_cpu_signal", READ(ticks_by_cpu_signal));
+  stats_put_count(stats, "trigger_wakeups", READ(trigger_wakeups));
+  stats_put_count(stats, "standing_offers", READ(standing_periods));
+  stats_put_count(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
+  stats_put_count(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
   rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),
                sched->use_signals && signals_sampling_handler_lost() ? Qtrue : Qfalse);
 }

@@ -18,6 +18,7 @@
 #include "labels.h"
 #include "run.h"
 #include "scheduler.h"
+#include "stats.h"
 #include "vm.h"
 
 static uint64_t signals_received, cpu_signals, tick_signals, stale_timer_signals, wrong_thread_signals,
@@ -164,18 +165,16 @@ void signal_sampler_reset_stats(void) {
   for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) __atomic_store_n(counters[i], 0, __ATOMIC_RELAXED);
 }
 
-#define PUT(hash, key, counter) \
-  rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM(__atomic_load_n(&(counter), __ATOMIC_RELAXED)))
+#define LOAD(counter) __atomic_load_n(&(counter), __ATOMIC_RELAXED)
 
 void signal_sampler_add_stats(VALUE stats) {
-  PUT(stats, "signals_received", signals_received);
-  PUT(stats, "cpu_signals", cpu_signals);
-  PUT(stats, "tick_signals", tick_signals);
-  PUT(stats, "stale_timer_signals", stale_timer_signals);
-  PUT(stats, "wrong_thread_signals", wrong_thread_signals);
-  PUT(stats, "foreign_signals", foreign_signals);
-  PUT(stats, "inconsistent_stacks", inconsistent_stacks);
-  PUT(stats, "jobs_not_queued", jobs_not_queued);
-  rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_seconds")),
-               DBL2NUM((double)__atomic_load_n(&handler_ns, __ATOMIC_RELAXED) / 1e9));
+  stats_put_count(stats, "signals_received", LOAD(signals_received));
+  stats_put_count(stats, "cpu_signals", LOAD(cpu_signals));
+  stats_put_count(stats, "tick_signals", LOAD(tick_signals));
+  stats_put_count(stats, "stale_timer_signals", LOAD(stale_timer_signals));
+  stats_put_count(stats, "wrong_thread_signals", LOAD(wrong_thread_signals));
+  stats_put_count(stats, "foreign_signals", LOAD(foreign_signals));
+  stats_put_count(stats, "inconsistent_stacks", LOAD(inconsistent_stacks));
+  stats_put_count(stats, "jobs_not_queued", LOAD(jobs_not_queued));
+  stats_put_number(stats, "signal_handler_seconds", (double)LOAD(handler_ns) / 1e9);
 }

@@ -9,7 +9,7 @@ module Sonde
     # Renames sample label keys in an encoded pprof profile, for a backend
     # that reads labels under its own names (Datadog's endpoint profiling
     # reads "trace endpoint" where Sonde writes "endpoint"). The native core
-    # does the work (pprof.c: pprof_rename_label_keys_gzip) with the GVL
+    # does the work (pprof_rename.c: pprof_rename_label_keys_gzip) with the GVL
     # released: only the labels of the samples that carry a renamed key are
     # rewritten, the new names are appended to the string table so no index
     # moves, and a string also used elsewhere (a label value, a function
