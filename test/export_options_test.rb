@@ -31,8 +31,6 @@ class ExportOptionsTest < Minitest::Test
       @name = name
     end
 
-    def kind = "memory"
-
     private
 
     def deliver(exported_profile)
@@ -65,6 +63,46 @@ class ExportOptionsTest < Minitest::Test
     profile = Sonde::Pprof.decode(exported.pprof)
     assert_includes profile.comments, "service=shop", "the encoder wrote the tags into the profile"
     assert_equal exported.tags.map { |k, v| "#{k}=#{v}" }.sort, profile.comments
+  end
+
+  # A kind is one class's: registering it again, from the same class or
+  # another, is refused until it is unregistered, and a built-in kind
+  # belongs to its built-in class.
+  def test_a_kind_is_registered_once
+    Sonde::Exporters::Registry.register(MemoryExporter)
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Exporters::Registry.register(MemoryExporter) }
+    assert_equal "exporter kind \"memory\" is already registered (#{MemoryExporter}); unregister it before " \
+                 "registering #{MemoryExporter}", error.message
+    other = Class.new(MemoryExporter)
+    assert_raises(Sonde::ArgumentError) { Sonde::Exporters::Registry.register(other) }
+    assert_same MemoryExporter, Sonde::Exporters::Registry.fetch(:memory), "the first registration stands"
+
+    Sonde::Exporters::Registry.unregister(:memory)
+    assert_same other, Sonde::Exporters::Registry.register(other)
+
+    impostor = Class.new(MemoryExporter) { def self.kind = "dir" }
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Exporters::Registry.register(impostor) }
+    assert_match(/\Aexporter kind "dir" is Sonde's own \(Sonde::Exporters::Directory\)/, error.message)
+    assert_same Sonde::Exporters::Directory, Sonde::Exporters::Registry.fetch("dir")
+  end
+
+  # Each exporter names its kind once, in the class: its instances, their
+  # thread and their stats go by the kind its export entries name.
+  def test_each_exporter_goes_by_the_kind_of_its_entries
+    Dir.mktmpdir do |dir|
+      entries = { "dir" => "dir:#{dir}", "pyroscope" => "pyroscope:http://127.0.0.1:9", "datadog" => "datadog:http://127.0.0.1:9" }
+      assert_equal Sonde::Exporters::Registry.kinds.sort, entries.keys.sort, "a kind this test does not build"
+      entries.each do |kind, entry|
+        exporter = Sonde::Exporters.parse(entry).first
+        assert_equal kind, exporter.kind
+        assert_equal kind, exporter.class.kind
+        assert_equal Sonde::Exporters::Base, exporter.class.instance_method(:kind).owner, "#{kind} spells its kind twice"
+      end
+      Sonde.start(continuous: true, export: "dir:#{dir}", rate: 100)
+      kinds = Sonde.stats[:exporters].map { |stats| stats[:kind] }
+      Sonde.stop
+      assert_equal ["dir"], kinds
+    end
   end
 
   def burn_cpu(seconds)

@@ -16,8 +16,8 @@ module Sonde
 
     # The machinery every exporter shares: a bounded queue, one background
     # Ruby thread that delivers from it, retries with exponential backoff,
-    # and counters. Subclasses only implement #deliver(exported_profile) and
-    # #kind.
+    # and counters. Subclasses implement #deliver(exported_profile) and the
+    # class methods Registry lists (kind, declared once, among them).
     #
     # Threads: #export, #stats and #shutdown run on application threads and
     # only take @lock for a few instructions, so a slow, down or failing
@@ -104,9 +104,11 @@ module Sonde
         drained
       end
 
-      # "pyroscope", "datadog", "directory": names the thread and messages.
+      # The class's kind ("dir", "pyroscope", "datadog"): the one name of an
+      # exporter, in export entries, its thread's name, its stats and its
+      # messages.
       def kind
-        raise NotImplementedError
+        self.class.kind
       end
 
       private

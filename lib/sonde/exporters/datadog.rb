@@ -71,10 +71,6 @@ module Sonde
         @renamed = nil # [profile, its pprof with Datadog's label names]: a retry reuses it
       end
 
-      def kind
-        "datadog"
-      end
-
       # The event.json document for one profile.
       def event(exported_profile)
         {

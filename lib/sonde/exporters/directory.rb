@@ -19,7 +19,7 @@ module Sonde
     # temporary name in the same directory and renamed into place, so a
     # reader never sees a partial profile. The profile's tags are already in
     # it, as pprof comments ("service=web": the encoder writes them). Runs on
-    # its own thread ("sonde-export-directory"), see Base; disk errors are
+    # its own thread ("sonde-export-dir"), see Base; disk errors are
     # retried like network errors, since a full disk may free up.
     class Directory < Base
       EXTENSION = ".pprof"
@@ -81,10 +81,6 @@ module Sonde
         # another service's "app-worker-..." never matches "app". The pid is
         # captured, for per-process retention.
         @own_file = /\A#{Regexp.escape(@prefix)}(\d+)-\d{8}T\d{6}Z(?:-\d+)?#{Regexp.escape(EXTENSION)}\z/
-      end
-
-      def kind
-        "directory"
       end
 
       private

@@ -48,10 +48,6 @@ module Sonde
         @base_uri = base_uri
       end
 
-      def kind
-        "pyroscope"
-      end
-
       # The `name` query value: service{label=value,...}, labels sorted.
       def application_name(exported_profile)
         labels = (exported_profile.tags || {}).reject { |key, _| key.to_s == "service" }.map do |key, value|

@@ -1,16 +1,21 @@
 # frozen_string_literal: true
 
+require_relative "../errors"
+
 module Sonde
   module Exporters
     # The exporter kinds continuous mode knows, each an exporter class that
     # registered itself (Registry.register(Directory) at the end of its
     # file). Options validates export entries against it, Exporters.parse
     # builds from it, and the "accepted:" of every export error lists it, so
-    # adding an exporter is one file that registers its class.
+    # adding an exporter is one file that registers its class. One class per
+    # kind: a second registration of a kind is refused, and the built-in
+    # kinds belong to their own classes.
     #
     # An exporter class answers:
-    #   kind          "dir": the entry's prefix ("dir:PATH") and the Hash form's kind:
-    #   target_name   "PATH": how the README and error messages name the target
+    #   kind          "dir": the entry's prefix ("dir:PATH") and the Hash form's kind:,
+    #                 the exporter's thread name, stats and messages (Base#kind)
+    #   target_name   "PATH": how the docs and error messages name the target
     #   target_key    :path: the target's key in the Hash form
     #   option_names  the Settings rows it takes, beyond Settings::COMMON
     #   check_target(text) -> target, or raise TargetError (pure: at Options)
@@ -27,9 +32,23 @@ module Sonde
       @lock = Mutex.new
 
       class << self
-        # Adds (or replaces) the exporter class for its kind.
+        # Adds the exporter class for its kind. Raises Sonde::ArgumentError
+        # when the kind is taken (unregister it first) or is a built-in kind
+        # and the class is not the built-in one.
         def register(exporter_class)
-          @lock.synchronize { @classes = @classes.merge(exporter_class.kind.to_s => exporter_class).freeze }
+          kind = exporter_class.kind.to_s
+          built_in = BUILT_IN[kind] && "#{Exporters.name}::#{BUILT_IN[kind]}"
+          if built_in && exporter_class.name != built_in
+            raise Sonde::ArgumentError, "exporter kind #{kind.inspect} is Sonde's own (#{built_in}); " \
+                                        "register #{exporter_class} under another kind"
+          end
+          @lock.synchronize do
+            if (taken = @classes[kind])
+              raise Sonde::ArgumentError, "exporter kind #{kind.inspect} is already registered (#{taken}); " \
+                                          "unregister it before registering #{exporter_class}"
+            end
+            @classes = @classes.merge(kind => exporter_class).freeze
+          end
           exporter_class
         end
 
@@ -60,9 +79,7 @@ module Sonde
 
         private
 
-        # A built-in kind's class, loaded now; its file registers it. A kind
-        # registered under a built-in name (a replacement) is never loaded
-        # over: fetch finds it first.
+        # A built-in kind's class, loaded now; its file registers it.
         def load_built_in(kind)
           name = BUILT_IN[kind]
           return nil unless name
