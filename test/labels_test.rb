@@ -146,4 +146,17 @@ class LabelsTest < Minitest::Test
       refute_match(/other_work/, top)
     end
   end
+
+  # The label names Sonde's integrations set are Labels' constants: no
+  # other file of lib/ spells them (comments aside), so a renamer, a
+  # middleware and a job integration cannot disagree.
+  def test_integration_label_names_are_spelled_only_in_labels
+    names = [Sonde::Labels::ENDPOINT, Sonde::Labels::JOB, Sonde::Labels::QUEUE]
+    assert_equal %w[endpoint job queue], names
+    spelled = Dir[File.join(LIB, "**", "*.rb")].reject { |path| path.end_with?("/sonde/labels.rb") }.flat_map do |path|
+      code = File.readlines(path).grep_v(/\A\s*#/).join
+      names.select { |name| code.include?(name.inspect) }.map { |name| "#{path.delete_prefix("#{LIB}/")}: #{name.inspect}" }
+    end
+    assert_empty spelled, "label names spelled outside Sonde::Labels"
+  end
 end

@@ -16,10 +16,10 @@ module Sonde
     # Frozen, checked labels, or nil when they cannot be labels (a class
     # name over 256 bytes): the job then runs unlabelled.
     def self.for(name, queue)
-      nested = Labels.current.key?("endpoint")
+      nested = Labels.current.key?(Labels::ENDPOINT)
       CACHE.fetch([name, queue, nested]) do
-        labels = { "job" => name, "queue" => queue }
-        nested ? labels : labels.merge("endpoint" => name)
+        labels = { Labels::JOB => name, Labels::QUEUE => queue }
+        nested ? labels : labels.merge(Labels::ENDPOINT => name)
       end
     end
   end

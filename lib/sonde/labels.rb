@@ -31,6 +31,13 @@ module Sonde
     MAX_VALUE_BYTES = 256
     MAX_SETS = 100_000
     EMPTY = {}.freeze
+    # The label names Sonde's integrations set: the request's or job's
+    # endpoint (Sonde::Middleware, the Rails controllers, Sinatra routes,
+    # jobs), and a job's class and queue (Sonde::JobLabels). Everything that
+    # writes or renames these labels spells them here.
+    ENDPOINT = "endpoint"
+    JOB = "job"
+    QUEUE = "queue"
 
     @lock = Mutex.new
     @ids = {}

@@ -113,7 +113,7 @@ module Sonde
     end
 
     def checked_labels(endpoint)
-      Labels.check(@labels.merge("endpoint" => endpoint))
+      Labels.check(@labels.merge(Labels::ENDPOINT => endpoint))
     rescue Sonde::ArgumentError
       nil
     end

@@ -27,7 +27,7 @@ module Sonde
     end
 
     def self.labels_for(route)
-      CACHE.fetch(route) { { "endpoint" => route } }
+      CACHE.fetch(route) { { Labels::ENDPOINT => route } }
     end
 
     # Sinatra sets env["sinatra.route"] just before it evaluates the

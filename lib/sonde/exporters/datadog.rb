@@ -5,6 +5,7 @@ require "time"
 require_relative "base"
 require_relative "http_delivery"
 require_relative "multipart"
+require_relative "../labels"
 require_relative "../pprof/label_renamer"
 require_relative "../profile_names"
 require_relative "../version"
@@ -55,7 +56,7 @@ module Sonde
       # root span id" and "span id", numbers (Sonde writes hex strings,
       # ProfileNames' :span_id and :local_root_span_id). Thread labels
       # already have its names.
-      LABEL_NAMES = { "endpoint" => "trace endpoint" }.freeze
+      LABEL_NAMES = { Labels::ENDPOINT => "trace endpoint" }.freeze
       SPAN_LABEL_NAMES = { span_id: "span id", local_root_span_id: "local root span id" }.freeze
       # What dd-trace-rb tags every Ruby profile with, so the UI knows the language.
       LANGUAGE_TAGS = { "language" => "ruby", "runtime" => "ruby" }.freeze

@@ -19,7 +19,7 @@ module Sonde
       CACHE = Labels::CheckedCache.new(10_000)
 
       def self.labels_for(controller, action)
-        CACHE.fetch([controller, action]) { controller.name && { "endpoint" => "#{controller.name}##{action}" } }
+        CACHE.fetch([controller, action]) { controller.name && { Labels::ENDPOINT => "#{controller.name}##{action}" } }
       end
 
       # The trace context is read here too: whichever order the tracer's
