@@ -69,24 +69,15 @@ module Sonde
       Native.load ? nil : Native.load_error.message
     end
 
-    # Starts sampling every Ruby thread of this process. Every option can
-    # also come from a SONDE_* environment variable (a keyword wins); the
-    # README's option table lists them all, and Sonde::Options::SETTINGS is
-    # where each is defined and checked:
-    #   rate:       samples per second (1..5000, default 100)       SONDE_RATE
-    #   max_frames: deepest stack kept (1..10000, default 400)      SONDE_MAX_FRAMES
-    #   signals:    false never sends a signal (default true)       SONDE_NO_SIGNALS=1 for false
-    #   overhead_target: percent of wall time sampling may take     SONDE_OVERHEAD_TARGET
-    #   gc:         records GC time (default true)                  SONDE_GC
-    #   continuous: true flushes every `every` seconds to the exporters (default false)
-    #   every:      seconds between flushes (1..3600, default 60)   SONDE_EVERY
-    #   export:     "dir:PATH?keep=20", "pyroscope:URL?tenant=t", "datadog:URL", comma-separated,
-    #               or Hashes ({kind: :dir, path: "p", keep: 20})   SONDE_EXPORT
-    #   service:, env:, version: profile tags                       SONDE_SERVICE, SONDE_ENV, SONDE_VERSION
-    #   tags:       more tags, {"team" => "web"}                    SONDE_TAGS="team:web,region:eu"
-    # Raises Sonde::ArgumentError for a bad option, Sonde::UnsupportedError
-    # where Sonde cannot run, Sonde::StateError when already started,
-    # Sonde::SignalConflictError when another library owns SIGPROF.
+    # Starts sampling every Ruby thread of this process:
+    #   Sonde.start(rate: 100, alloc: true)
+    # Sonde::Options::SETTINGS defines every option (its default, its
+    # SONDE_* variable, what it accepts); docs/ruby-api.md's "Options" table
+    # documents them (test/options_doc_test.rb holds the two together). A
+    # keyword wins over the variable. Raises Sonde::ArgumentError for a bad
+    # option, Sonde::UnsupportedError where Sonde cannot run,
+    # Sonde::StateError when already started, Sonde::SignalConflictError
+    # when another library owns SIGPROF.
     def start(**keywords)
       session.start(**keywords)
     end
@@ -132,8 +123,8 @@ module Sonde
     end
 
     # Counters of the current run (or of the last one, once stopped). Each
-    # key is in the README's "Stats" table (test/stats_doc_test.rb holds the
-    # two together). Empty before any run.
+    # key is in docs/stats.md (test/stats_doc_test.rb holds the two
+    # together). Empty before any run.
     def stats
       session.stats
     end

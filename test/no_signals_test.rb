@@ -51,7 +51,7 @@ class NoSignalsTest < Minitest::Test
 
   def test_with_signals_poll_sees_eintr_and_read_is_restarted
     facts = probe("EintrProbe.poll_pipe(0.5)", rate: 1000)
-    assert_operator facts["result"], :>=, 1, "poll(2) is not restarted: the README explains why this matters"
+    assert_operator facts["result"], :>=, 1, "poll(2) is not restarted: docs/production.md (No-signals mode) explains why this matters"
     assert_operator facts["result"], :<=, 2, "a blocked holder of the GVL gets no second tick until its pass ran"
     assert_operator facts["stats"]["ticks_skipped"], :>, 100
     facts = probe("EintrProbe.read_pipe(0.5)", rate: 1000)

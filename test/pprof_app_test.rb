@@ -304,7 +304,7 @@ class PprofAppTest < Minitest::Test
     assert_equal 200, get("/", "seconds=1&token=#{TOKEN}&sample=wall").first, "the token anywhere in the query"
   end
 
-  # The README's Rails line reads ENV["SONDE_PPROF_TOKEN"]: a boot without
+  # The documented Rails line (README, docs/rails-and-rack.md) reads ENV["SONDE_PPROF_TOKEN"]: a boot without
   # it (console, rake, assets) works, and the endpoint says why it serves
   # nothing.
   def test_without_a_token_the_refusal_says_how_to_configure_one

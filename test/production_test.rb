@@ -18,7 +18,7 @@ require "time"
 class ProductionTest < Minitest::Test
   include SondeTestHelper
 
-  # <service>-<pid>-<start, UTC>[-N].pprof, as the README documents it.
+  # <service>-<pid>-<start, UTC>[-N].pprof, as docs/production.md documents it.
   FILE_NAME = /\A(?<service>.+)-(?<pid>\d+)-(?<stamp>\d{8}T\d{6}Z)(?:-\d+)?\.pprof\z/.freeze
   STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
   # A period's start is read from the wall clock, its length from the

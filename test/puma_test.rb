@@ -176,7 +176,7 @@ class PumaTest < Minitest::Test
     port = free_port
     # Requests of several kernel ticks each (8 and 32 ms; the tick is 4 ms
     # here): CPU timers are checked at the tick, so bursts shorter than it
-    # are under-sampled against longer ones on the same thread (README,
+    # are under-sampled against longer ones on the same thread (docs/reading-profiles.md,
     # "CPU timers").
     pid, log = start_puma(port, rackup: "labelled.ru", env: { "APP_BURN_MS" => "8", "SONDE_PPROF_TOKEN" => PPROF_TOKEN })
     begin

@@ -10,7 +10,7 @@ require "timeout"
 
 # The stack users run, from RubyGems (test/apps/shop/gems/: Rails 7.2 on
 # Ruby 3.1, 8.1 on 3.3 and 3.4, Puma 8, Sidekiq 7.3), with Sonde configured
-# as the README tells them: RUBYOPT=-rsonde/auto, `require "sonde"` in
+# as the docs tell them (docs/rails-and-rack.md, docs/production.md): RUBYOPT=-rsonde/auto, `require "sonde"` in
 # config/application.rb, the pprof endpoint mounted in routes.rb, the
 # Sidekiq middleware in an initializer. Puma in cluster mode (2 workers, 3
 # threads each) serves the app in production; a real `sidekiq` works jobs

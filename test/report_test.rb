@@ -282,7 +282,7 @@ end
 # out in test/support/allocation_fixture.rb): object counts and bytes, never times.
 class AllocationReportTest < Minitest::Test
   NOT_RECORDED = "not recorded in this profile (it has no %<type>s samples; record them with " \
-                 "`sonde record %<option>s`, see \"Allocation and heap profiles\" in the README)"
+                 "`sonde record %<option>s`, see docs/memory.md)"
 
   def setup
     skip "protoc is not installed" unless PprofFixture.protoc?

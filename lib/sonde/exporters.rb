@@ -48,7 +48,7 @@ module Sonde
     # What an export value may be, for error messages.
     def accepted
       "one or more of #{Registry.forms}, comma-separated, each optionally followed by " \
-        "?name=value&... (its options, in the README), or a Hash such as {kind: :dir, path: \"profiles\", keep: 20}"
+        "?name=value&... (its options: docs/production.md), or a Hash such as {kind: :dir, path: \"profiles\", keep: 20}"
     end
 
     # The Specs of value. Raises Sonde::ArgumentError naming option_name (the

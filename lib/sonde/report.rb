@@ -192,13 +192,13 @@ module Sonde
       nil
     end
 
-    # The README section on recording allocations and the live heap.
-    RECORDING_SECTION = "Allocation and heap profiles"
+    # The page on recording allocations and the live heap.
+    RECORDING_PAGE = "docs/memory.md"
 
     def self.how_to_record(kind)
       return "" if kind.always_recorded?
 
-      "; record them with `sonde record #{kind.record_option}`, see \"#{RECORDING_SECTION}\" in the README"
+      "; record them with `sonde record #{kind.record_option}`, see #{RECORDING_PAGE}"
     end
 
     def render_table(io, kind, samples)

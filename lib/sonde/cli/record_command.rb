@@ -86,7 +86,7 @@ module Sonde
                                            "tick; continuous mode's: #{Options::CONTINUOUS_ALLOC_DUTY})") do |v|
             @options[:alloc_duty] = v
           end
-          opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see README)") do
+          opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see docs/production.md)") do
             @options[:signals] = false
           end
           opts.on("-h", "--help", "show this help") { @help = true }

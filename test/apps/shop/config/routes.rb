@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# The README's line, as pasted: require "sonde" (application.rb) is all it needs.
+# The README's line (and docs/rails-and-rack.md's), as pasted: require "sonde" (application.rb) is all it needs.
 Rails.application.routes.draw do
   get "/heavy" => "work#heavy"
   get "/light" => "work#light"

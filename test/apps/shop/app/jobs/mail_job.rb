@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # The light job: 20 ms of CPU, a quarter of ReportJob's (several kernel ticks each:
-# bursts shorter than a tick are sampled less evenly, README "CPU timers").
+# bursts shorter than a tick are sampled less evenly, docs/reading-profiles.md, "CPU timers").
 class MailJob
   include Sidekiq::Job
 

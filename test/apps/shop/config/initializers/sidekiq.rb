@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# README, "Sidekiq": each job runs under its class and queue.
+# docs/rails-and-rack.md, "Sidekiq": each job runs under its class and queue.
 require "sonde/sidekiq"
 
 Sidekiq.configure_server do |config|
