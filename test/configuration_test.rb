@@ -132,4 +132,15 @@ class ConfigurationTest < Minitest::Test
     refute status.success?
     assert_match(/SONDE_RATE="lots": rate must be an Integer/, stderr)
   end
+
+  # Options#native_settings is the one list of what Native.start reads:
+  # each key a setting of SETTINGS, and the same keys the core looks up
+  # (ext/sonde/profiler.c; muted_thread is a capture's, not a setting).
+  def test_the_core_reads_the_settings_native_settings_gives
+    given = options.native_settings.keys
+    assert_empty given - Sonde::Options::BY_NAME.keys, "native settings that are not settings"
+    source = File.read(File.join(ROOT, "ext", "sonde", "profiler.c"))
+    read = source.scan(/\b(?:boolean_)?setting\(settings_hash, "(\w+)"\)/).flatten.map(&:to_sym)
+    assert_equal given.sort, read.sort
+  end
 end

@@ -27,7 +27,7 @@ module Sonde
     # record`, a capture that starts Sonde) listens to every tick: at a
     # share, a short one may listen to none and count no allocation.
     # Continuous mode, on for the process's life, listens to a share, which
-    # keeps allocation sampling within its overhead (README, Overhead).
+    # keeps allocation sampling's cost low (docs/overhead.md).
     ALLOC_DUTY_MIN = 0.01
     DEFAULT_ALLOC_DUTY = 1
     CONTINUOUS_ALLOC_DUTY = 0.05
@@ -81,10 +81,14 @@ module Sonde
       Setting.new(name: :every, default: 60, variable: "SONDE_EVERY", text: :number,
                   check: Setting::Checks.number_in(EVERY_RANGE.min, EVERY_RANGE.max),
                   expected: "every must be a number of seconds from #{EVERY_RANGE.min} to #{EVERY_RANGE.max}"),
+      # The exporter kinds are the registry's (Exporters::Registry), read
+      # only when a message needs them: a run that exports nothing loads no
+      # exporter.
       Setting.new(name: :export, default: DEFAULT_EXPORT, variable: "SONDE_EXPORT", check: EXPORT_SHAPE,
-                  expected: "export must be one or more of dir:PATH, pyroscope:URL, datadog:URL, comma-separated, " \
-                            "each optionally with ?name=value options, or Hashes ({kind: :dir, path: ...}), " \
-                            "or an Array of those"),
+                  expected: lambda {
+                    require_relative "exporters"
+                    "export must be #{Exporters.accepted}, or an Array of those"
+                  }),
       Setting.new(name: :service, default: nil, variable: "SONDE_SERVICE", check: Setting::Checks.optional_text,
                   expected: "service must be #{TEXT}"),
       Setting.new(name: :env, default: nil, variable: "SONDE_ENV", check: Setting::Checks.optional_text,
@@ -97,9 +101,6 @@ module Sonde
     ].freeze
     BY_NAME = SETTINGS.to_h { |setting| [setting.name, setting] }.freeze
     DEFAULTS = SETTINGS.to_h { |setting| [setting.name, setting.default] }.freeze
-    # What Sonde::Native.start takes, in one frozen Hash (see #native_settings).
-    NATIVE = %i[rate max_frames signals overhead_target gc alloc_interval heap alloc_duty].freeze
-
     attr_reader(*SETTINGS.map(&:name), :sources)
 
     def initialize(environment: ENV, **keywords)
@@ -137,7 +138,8 @@ module Sonde
       alloc || heap
     end
 
-    # The one argument Sonde::Native.start takes.
+    # The one argument Sonde::Native.start takes: settings of SETTINGS, as
+    # the core reads them (alloc_interval 0 when allocations are off).
     def native_settings
       { rate: rate, max_frames: max_frames, signals: signals, overhead_target: overhead_target.to_f, gc: gc,
         alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap, alloc_duty: alloc_duty.to_f }.freeze

@@ -19,12 +19,14 @@ module Sonde
     # A bad value is echoed in error messages, cut to this many characters.
     MAX_SHOWN = 120
 
-    attr_reader :name, :default, :variable, :text, :expected
+    attr_reader :name, :default, :variable, :text
 
     # text: how a value written as text becomes the value a keyword takes:
     # :integer, :number, :boolean, :negated_boolean (SONDE_NO_SIGNALS=1 means
     # signals: false), :size ("64M"), :tags ("k:v,k:v") or :string.
-    # expected: "rate must be an Integer from 1 to 5000 (...)".
+    # expected: "rate must be an Integer from 1 to 5000 (...)", or a callable
+    # that returns it, for a sentence read from elsewhere (the exporter
+    # registry) only when a message needs it.
     # check: value -> the value kept (frozen), or REFUSED.
     def initialize(name:, default:, expected:, check:, variable: nil, text: :string, secret: false)
       @name = name
@@ -35,6 +37,11 @@ module Sonde
       @text = text
       @secret = secret
       freeze
+    end
+
+    # The sentence that says what is accepted.
+    def expected
+      @expected.respond_to?(:call) ? @expected.call : @expected
     end
 
     # A secret (a token, a password) is never echoed in an error message:
