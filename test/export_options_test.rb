@@ -55,6 +55,9 @@ class ExportOptionsTest < Minitest::Test
     assert_equal [[MemoryExporter, "box", { queue_size: 2 }]],
                  options.export_specs.map { |spec| [spec.exporter_class, spec.target, spec.options] }
     assert_match(/memory:NAME/, Sonde::Exporters.accepted, "errors list the new kind")
+    shape = assert_raises(Sonde::ArgumentError) { Sonde::Options.new(export: []) }
+    assert_match(/\Aexport must be one or more of dir:PATH, pyroscope:URL, datadog:URL, memory:NAME,/, shape.message,
+                 "the export setting's own message lists the registry's kinds")
     Sonde.start(continuous: true, export: [{ kind: :memory, name: "hash-form" }], service: "shop", rate: 200)
     burn_cpu(0.05)
     Sonde.stop
