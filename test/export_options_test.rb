@@ -56,7 +56,7 @@ class ExportOptionsTest < Minitest::Test
                  options.export_specs.map { |spec| [spec.exporter_class, spec.target, spec.options] }
     assert_match(/memory:NAME/, Sonde::Exporters.accepted, "errors list the new kind")
     shape = assert_raises(Sonde::ArgumentError) { Sonde::Options.new(export: []) }
-    assert_match(/\Aexport must be one or more of dir:PATH, pyroscope:URL, datadog:URL, memory:NAME,/, shape.message,
+    assert_match(/\Aexport must be one or more of dir:PATH, pyroscope:URL, datadog:URL, otlp:URL, memory:NAME,/, shape.message,
                  "the export setting's own message lists the registry's kinds")
     Sonde.start(continuous: true, export: [{ kind: :memory, name: "hash-form" }], service: "shop", rate: 200)
     burn_cpu(0.05)
@@ -93,7 +93,8 @@ class ExportOptionsTest < Minitest::Test
   # thread and their stats go by the kind its export entries name.
   def test_each_exporter_goes_by_the_kind_of_its_entries
     Dir.mktmpdir do |dir|
-      entries = { "dir" => "dir:#{dir}", "pyroscope" => "pyroscope:http://127.0.0.1:9", "datadog" => "datadog:http://127.0.0.1:9" }
+      entries = { "dir" => "dir:#{dir}", "pyroscope" => "pyroscope:http://127.0.0.1:9",
+                  "datadog" => "datadog:http://127.0.0.1:9", "otlp" => "otlp:http://127.0.0.1:9" }
       assert_equal Sonde::Exporters::Registry.kinds.sort, entries.keys.sort, "a kind this test does not build"
       entries.each do |kind, entry|
         exporter = Sonde::Exporters.parse(entry).first

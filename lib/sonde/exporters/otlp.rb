@@ -55,10 +55,6 @@ module Sonde
         @encoded = nil # [profile, its request body]: a retry reuses it
       end
 
-      def kind
-        "otlp"
-      end
-
       # {"service.name" => ..., "process.pid" => 4242, ...} for one profile.
       def resource_attributes(exported_profile)
         tags = { "service" => settings.service }.merge((exported_profile.tags || {}).transform_keys(&:to_s))
