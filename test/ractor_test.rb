@@ -104,24 +104,28 @@ class RactorTest < Minitest::Test
                  warnings.first)
   end
 
-  # The live heap is neither checked nor recorded while other Ractors run:
-  # they allocate and sweep the same heap (a check then read a half-made
-  # object: [BUG] in rb_obj_memsize_of, 6 runs in 10 on 3.3). The stop
-  # checks it if the Ractors are gone by then (Ractor.count: a Ractor whose
-  # value was taken may still be ending).
+  # Flushes while Ractors run, with heap: on: allocation sampling was turned
+  # off before the first Ractor (on every Ruby: see RactorGuard), so no
+  # check or record of the live heap runs while they run (the stop may
+  # check it once they are gone), and the run ends
+  # cleanly (before, on 3.4, 5 runs in 20 crashed in a Ractor's GC).
   def test_flushes_while_ractors_run_leave_the_live_heap_alone
     facts, stderr = run_ractors("sonde", "1000", "heap", "flush", "1")
     stats = facts["stats"]
-    assert_operator stats["heap_checks_skipped"], :>, 0, stderr
-    assert_operator stats["heap_checks"], :<=, 1, "the stop's check at most"
+    assert_equal true, stats["alloc_turned_off"], stderr
+    assert_operator stats["heap_checks"], :<=, 1, "the stop's check at most (once the Ractors are gone)"
+    assert_equal 1, stderr.lines.grep(/allocation profiling stopped before Ractor.new/).size, stderr
   end
 
-  def test_from_ruby_3_3_allocation_sampling_goes_on_across_ractor_new
-    skip "Ruby #{RUBY_VERSION} has bug #18464" if Sonde::RactorGuard::NEWOBJ_HOOK_BREAKS_RACTOR_NEW
+  def test_from_ruby_3_3_allocation_sampling_stops_before_ractor_new_with_one_warning
+    skip "Ruby #{RUBY_VERSION}: see the bug #18464 test" if Sonde::RactorGuard::NEWOBJ_HOOK_BREAKS_RACTOR_NEW
 
     facts, stderr = run_ractors("sonde", "1000", "heap", "plain", "1")
-    assert_equal "", stderr
-    assert_equal false, facts["stats"]["alloc_turned_off"]
-    assert_operator facts["stats"]["alloc_samples"], :>, 0
+    assert_equal true, facts["stats"]["alloc_turned_off"]
+    warnings = stderr.lines.grep(/allocation profiling stopped before Ractor.new/)
+    assert_equal 1, warnings.size, stderr
+    assert_match(/on Ruby #{Regexp.escape(RUBY_VERSION)} allocation sampling while other Ractors run can crash/,
+                 warnings.first)
+    assert_equal warnings, stderr.lines, "nothing else on stderr"
   end
 end
