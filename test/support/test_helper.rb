@@ -7,6 +7,7 @@ require "rbconfig"
 require "tmpdir"
 require "sonde"
 require "sonde/pprof"
+require_relative "statistical"
 
 # Helpers shared by the Ruby tests. Profiled workloads run in their own
 # process: signal handlers, threads and forks stay out of the test runner.

@@ -1,0 +1,124 @@
+# frozen_string_literal: true
+
+require "minitest"
+
+# One retry for the tests whose verdict is statistical: a share, a rate or a
+# count read from sampling on a noisy, shared machine, checked against a
+# bound taken from that measure's spread. Such a test may fail once without
+# a regression; it gets one more run, in a fresh instance (setup and
+# teardown again), and fails only if that run fails too. The first failure
+# is printed either way ("RETRIED ..."), so a bound that starts to fail once
+# in a while is seen, not hidden. Every other test (an exact result, an
+# error, a crash, a skip) is never retried.
+#
+# A test is marked where it is defined, with a comment above it saying what
+# was measured to set its bound:
+#
+#   # Bound: ±15%; the spread of 10 runs was ±6% (...).
+#   statistical def test_cpu_time_matches_the_thread_clock
+#     ...
+#   end
+#
+# Only assertion failures are retried: an exception that is not an
+# assertion (the workload crashed, a file was missing) is no sampling noise.
+module Statistical
+  # What `statistical` adds to every test class.
+  module Marking
+    # Marks the test named NAME (what `def` returns) as statistical; returns NAME.
+    def statistical(name)
+      raise ArgumentError, "statistical marks a test method, not #{name.inspect}" unless name.to_s.start_with?("test_")
+
+      statistical_tests << name.to_s
+      name
+    end
+
+    def statistical_tests
+      @statistical_tests ||= []
+    end
+
+    def statistical?(name)
+      ancestors.any? { |klass| klass.respond_to?(:statistical_tests) && klass.statistical_tests.include?(name.to_s) }
+    end
+  end
+
+  # Prepended to Minitest::Test: the run of a marked test, with its one retry.
+  module Retry
+    def run
+      first = super
+      return first if @statistical_retry || !Statistical.retry?(self.class, name, first)
+
+      Statistical.say("RETRIED #{self.class}##{name}: first failure: #{Statistical.message_of(first)}")
+      again = self.class.new(name)
+      again.instance_variable_set(:@statistical_retry, true)
+      second = again.run
+      Statistical.combine(first, second)
+    end
+  end
+
+  # Where RETRIED lines go; a test of this module points it elsewhere.
+  class << self
+    attr_writer :output
+
+    def output
+      @output || $stdout
+    end
+
+    def say(line)
+      output.puts("\n#{line}")
+      output.flush
+    end
+
+    # A marked test whose failures are all assertion failures (no skip, no
+    # error) gets its retry.
+    def retry?(klass, name, result)
+      return false unless klass.respond_to?(:statistical?) && klass.statistical?(name)
+      return false if result.failures.empty?
+
+      result.failures.all? do |failure|
+        failure.is_a?(Minitest::Assertion) && !failure.is_a?(Minitest::Skip) &&
+          !failure.is_a?(Minitest::UnexpectedError)
+      end
+    end
+
+    def message_of(result)
+      result.failures.map(&:message).join(" | ").gsub(/\s*\n\s*/, " ")
+    end
+
+    # The second run's result, timed over both runs; when it failed too, its
+    # failure names both runs' messages.
+    def combine(first, second)
+      label = "#{second.klass}##{second.name}"
+      second.time += first.time
+      outcome = if second.passed? then "passed"
+                elsif second.skipped? then "skipped"
+                else "failed too: #{message_of(second)}"
+                end
+      say("RETRIED #{label}: second run #{outcome}")
+      retried << "#{label} (second run #{outcome.split(":").first})"
+      return second if second.passed? || second.skipped?
+
+      failure = second.failures.first
+      return second if failure.is_a?(Minitest::UnexpectedError)
+
+      both = Minitest::Assertion.new("failed twice (statistical, retried once):\n" \
+                                     "  first run: #{message_of(first)}\n  second run: #{message_of(second)}")
+      both.set_backtrace(failure.backtrace)
+      second.failures = [both, *second.failures.drop(1)]
+      second
+    end
+
+    # Every retry of this process, for the summary at the end of the run.
+    def retried
+      @retried ||= []
+    end
+  end
+end
+
+Minitest::Test.prepend(Statistical::Retry)
+Minitest.after_run do
+  unless Statistical.retried.empty?
+    Statistical.say("RETRIED #{Statistical.retried.size} statistical test(s) in this run:\n  " +
+                    Statistical.retried.join("\n  "))
+  end
+end
+Minitest::Test.extend(Statistical::Marking)
