@@ -61,10 +61,14 @@ class StatisticalTest < Minitest::Test
 
   # One child run serves every test: they read its output.
   def setup
-    @out, @err, @status = self.class.child ||= Dir.mktmpdir do |dir|
+    @out, @err, @status = self.class.child ||= run_fixture
+  end
+
+  def run_fixture(env: {})
+    Dir.mktmpdir do |dir|
       file = File.join(dir, "fixture_test.rb")
       File.write(file, FIXTURE)
-      run_ruby("-I#{File.join(ROOT, "test", "support")}", file, "--verbose")
+      run_ruby("-I#{File.join(ROOT, "test", "support")}", file, "--verbose", env: { "SONDE_TEST_LANE" => nil }.merge(env))
     end
   end
 
@@ -103,6 +107,17 @@ class StatisticalTest < Minitest::Test
     assert_match(/6 runs, \d+ assertions, 2 failures, 1 errors, 1 skips/, @out)
     assert_match(/RETRIED 2 statistical test\(s\) in this run:\n  Fixture#test_a_fails_once \(second run passed\)\n  Fixture#test_b_fails_twice \(second run failed too\)\n\z/,
                  @out)
+  end
+
+  def test_each_lane_runs_its_own_tests_only
+    marked = %w[test_a_fails_once test_b_fails_twice test_d_errors test_e_skips test_f_passes]
+    { "statistical" => marked, "deterministic" => %w[test_c_unmarked_fails_once] }.each do |lane, names|
+      out, = run_fixture(env: { "SONDE_TEST_LANE" => lane })
+      assert_equal names, out.lines.grep(/\ARUN \w+ 1$/).map { |line| line.split[1] }, "lane #{lane}"
+    end
+    _out, err, status = run_fixture(env: { "SONDE_TEST_LANE" => "fast" })
+    refute status.success?
+    assert_match(/SONDE_TEST_LANE=fast: expected one of statistical, deterministic/, err)
   end
 
   def test_only_a_test_method_can_be_marked

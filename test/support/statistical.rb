@@ -48,6 +48,8 @@ module Statistical
       return first if @statistical_retry || !Statistical.retry?(self.class, name, first)
 
       Statistical.say("RETRIED #{self.class}##{name}: first failure: #{Statistical.message_of(first)}")
+      # A class whose tests share one workload run forgets it: the retry measures again.
+      self.class.forget_shared_run if self.class.respond_to?(:forget_shared_run)
       again = self.class.new(name)
       again.instance_variable_set(:@statistical_retry, true)
       second = again.run
@@ -55,12 +57,26 @@ module Statistical
     end
   end
 
-  # Where RETRIED lines go; a test of this module points it elsewhere.
-  class << self
-    attr_writer :output
+  # SONDE_TEST_LANE=statistical runs only the marked tests of each class,
+  # SONDE_TEST_LANE=deterministic only the others (rake test runs the two
+  # lanes side by side: the deterministic one, at a lower priority, cannot
+  # fail from the load the other puts on the machine); unset, every test.
+  module Lanes
+    LANES = %w[statistical deterministic].freeze
 
+    def runnable_methods
+      methods = super
+      lane = ENV.fetch("SONDE_TEST_LANE", "")
+      return methods if lane.empty?
+      raise ArgumentError, "SONDE_TEST_LANE=#{lane}: expected one of #{LANES.join(", ")}" unless LANES.include?(lane)
+
+      methods.select { |method| statistical?(method) == (lane == "statistical") }
+    end
+  end
+
+  class << self
     def output
-      @output || $stdout
+      $stdout
     end
 
     def say(line)
@@ -122,3 +138,4 @@ Minitest.after_run do
   end
 end
 Minitest::Test.extend(Statistical::Marking)
+Minitest::Test.singleton_class.prepend(Statistical::Lanes)
