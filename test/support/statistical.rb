@@ -11,10 +11,11 @@ require "minitest"
 # in a while is seen, not hidden. Every other test (an exact result, an
 # error, a crash, a skip) is never retried.
 #
-# A test is marked where it is defined, with a comment above it saying what
-# was measured to set its bound:
+# A test is marked where it is defined, with a comment above it giving the
+# spread measured for what it bounds (SONDE_SPREAD_LOG, script/spread):
 #
-#   # Bound: ±15%; the spread of 10 runs was ±6% (...).
+#   # Statistical. Its bounds against what 3 runs measured (...): "burn's CPU
+#   # time vs the burner thread's CPU clock" -0.5% to -0.1% of ±15%.
 #   statistical def test_cpu_time_matches_the_thread_clock
 #     ...
 #   end
@@ -75,13 +76,9 @@ module Statistical
   end
 
   class << self
-    def output
-      $stdout
-    end
-
     def say(line)
-      output.puts("\n#{line}")
-      output.flush
+      $stdout.puts("\n#{line}")
+      $stdout.flush
     end
 
     # A marked test whose failures are all assertion failures (no skip, no
