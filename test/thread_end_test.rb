@@ -48,11 +48,7 @@ class ThreadEndTest < Minitest::Test
   # holds a handful of entries, not one per thread (before: 300 and more
   # on 3.3 and 3.4, where such a thread is known only by its tid). On 3.1
   # an unnamed thread is named by where it started, and keeps that name.
-  # Statistical (3.3+: the merged count at 1 Hz depends on how long the 300
-  # threads take). Not measured in the spread runs (3.1 skips the count);
-  # .ci/run of 4 Dec 03:23 on 3.3, load average 5-7 from other sessions:
-  # merged 293 for its bound of 295, one failure; a spread is still to measure.
-  statistical def test_unnamed_short_threads_share_one_thread_entry
+  def test_unnamed_short_threads_share_one_thread_entry
     facts = run_script(<<~RUBY)
       Sonde.start(rate: 1)
       sleep 0.05
