@@ -34,7 +34,11 @@ class AllocationTest < Minitest::Test
     end
   end
 
-  def test_estimated_counts_per_method_and_class_are_within_ten_percent
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "Foo from make_foos" -0.2% to -0.0% of ±10%; "Bar from
+  # make_bars" -1.0% to +0.6% of ±10%; a bound 1.00-1.00x its bound (>=); a ratio -0.2% to -0.2% of
+  # ±3%.
+  statistical def test_estimated_counts_per_method_and_class_are_within_ten_percent
     facts, profile, out = profile_of("counts")
     assert_within facts["foo"], alloc_total(profile, "Foo", "Object#make_foos").to_f, 0.10, "Foo from make_foos"
     assert_within facts["bar"], alloc_total(profile, "Bar", "Object#make_bars").to_f, 0.10, "Bar from make_bars"
@@ -57,7 +61,13 @@ class AllocationTest < Minitest::Test
   # At continuous mode's alloc_duty Ruby's allocation hook is on for one tick in
   # 20: the samples of the listened ticks stand for all of them, so the
   # counts still come out, with the variance of one tick per block added.
-  def test_counts_are_estimated_when_only_some_ticks_are_listened_to
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a difference 0 to 0 of ±1e-09; "ticks passed (rate 100, 3 s)"
+  # 1.50-2.84x its bound (>=); a bound 1.00-1.00x its bound (<=); "switching windows costs little (3
+  # s run)" 0.00-0.01x its bound (<); "Foo from make_foos" -0.5% to +0.7% of ±10%; "Bar from
+  # make_bars" -2.7% to +2.1% of ±10%; "Foo to Bar, 4 to 1" -2.6% to +3.5% of ±10%; "every
+  # allocation, as Ruby counted them" -0.0% to -0.0% of ±3%.
+  statistical def test_counts_are_estimated_when_only_some_ticks_are_listened_to
     facts, profile, = profile_of("windows", 64)
     stats = facts["stats"]
     block = (1 / Sonde::Options::CONTINUOUS_ALLOC_DUTY).round
@@ -84,7 +94,11 @@ class AllocationTest < Minitest::Test
   # The live heap when only some ticks are listened to: the survivors of
   # the listened ticks stand for those of the others, the dropped ones are
   # found dead.
-  def test_live_heap_is_estimated_when_only_some_ticks_are_listened_to
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "live Bar" -7.2% to +8.0% of ±15%; "the dropped Foo are not
+  # live" 0.00-0.00x its bound (<); "Foo allocated" -1.1% to +0.8% of ±10%; "every allocation up to
+  # the flush" -0.1% to -0.0% of ±3%.
+  statistical def test_live_heap_is_estimated_when_only_some_ticks_are_listened_to
     # Interval 16: Bar is a tenth of the allocations, and some 13 windows
     # in 3 seconds hear them.
     facts, profile, = profile_of("heap_windows", 16)
@@ -102,7 +116,10 @@ class AllocationTest < Minitest::Test
 
   # Every 8th allocation is a Baz. A sampler taking every 8th allocation
   # would see only Baz or none; random gaps see each class in proportion.
-  def test_a_pattern_in_step_with_the_interval_does_not_hide
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "Baz, every 8th allocation" -3.5% to +3.4% of ±10%; "Qux, the
+  # other seven" -0.5% to +0.5% of ±10%.
+  statistical def test_a_pattern_in_step_with_the_interval_does_not_hide
     facts, profile, = profile_of("counts", 8)
     baz = alloc_total(profile, "Baz", "Object#make_pattern").to_f
     qux = alloc_total(profile, "Qux", "Object#make_pattern").to_f
@@ -113,7 +130,11 @@ class AllocationTest < Minitest::Test
   # 300,000 Strings made inside one C call (String#split) at interval 64:
   # some 4,700 samples before the next safe point, far more than the
   # buffer's 256 slots. Equal samples merge, so the count stays right.
-  def test_a_burst_inside_one_c_call_is_counted_in_full
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "samples merged while the buffer was full" 13.22-13.43x its
+  # bound (>); "Strings from make_split" -0.0% to +0.0% of ±5%; "next to nothing lost" 0.00-0.00x
+  # its bound (<).
+  statistical def test_a_burst_inside_one_c_call_is_counted_in_full
     facts, profile, = profile_of("burst", 64)
     stats = facts["stats"]
     assert_operator stats["alloc_merged_samples"], :>, 1_000, "samples merged while the buffer was full"
@@ -148,7 +169,13 @@ class AllocationTest < Minitest::Test
     assert_nil profile.value_index("heap-live-samples"), "no heap types without heap: true"
   end
 
-  def test_live_heap_counts_the_survivors_and_forgets_them_once_freed
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "live Foo allocated by make_survivors" -0.7% to -0.2% of
+  # ±15%; "the dropped objects are not live" 0.00-0.00x its bound (<); "Foo allocations" -0.5% to
+  # -0.0% of ±10%; a bound 0.00-0.00x its bound (<); "the flush checked the tracked set" 1.00-1.00x
+  # its bound (>=); "the garbage's samples left the tracked set" 1.42-1.52x its bound (>); "what is
+  # left" 0.49-0.71x its bound (<).
+  statistical def test_live_heap_counts_the_survivors_and_forgets_them_once_freed
     facts, profile, out = profile_of("heap")
     live = total(profile, "heap-live-samples") { |s| class_of(s) == "Foo" && in_function?(profile, s, "Object#make_survivors") }
     assert_within facts["survivors"], live.to_f, 0.15, "live Foo allocated by make_survivors"
@@ -172,7 +199,10 @@ class AllocationTest < Minitest::Test
     assert_operator stats["heap_tracked_objects"], :<, 150, "what is left: the survivors' samples"
   end
 
-  def test_gc_compact_resets_the_tracked_set_and_tracking_goes_on
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "GC.compact moved the tracked objects" 1.00-1.00x its bound
+  # (>=); "survivors tracked after GC.compact" -4.6% to +2.2% of ±15%.
+  statistical def test_gc_compact_resets_the_tracked_set_and_tracking_goes_on
     facts, profile, = profile_of("compaction")
     stats = facts["stats"]
     assert_operator stats["heap_compaction_resets"], :>=, 1, "GC.compact moved the tracked objects: the set was reset"
@@ -187,7 +217,9 @@ class AllocationTest < Minitest::Test
   # sample weighs the allocations since the previous one, so the block's
   # Foo add up to its count but for the gap after the last sample (5 runs:
   # 0.03% to 0.18% short; the bound is 1%).
-  def test_a_one_off_profile_listens_to_every_tick_by_default
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "Foo from make_foos" -0.1% to -0.0% of ±1%.
+  statistical def test_a_one_off_profile_listens_to_every_tick_by_default
     out = File.join(@dir, "one_off.pprof")
     facts = run_workload("alloc_duty", "one_off", out)
     assert_equal 1.0, facts["alloc_duty"]
@@ -225,7 +257,10 @@ class AllocationTest < Minitest::Test
     assert_match(/^Note: allocations: no tick of this profile was listened to/, stdout)
   end
 
-  def test_samples_carry_their_thread_and_labels
+  # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "Foo allocated on the allocator thread" -0.3% to +0.0% of
+  # ±10%; "Foo allocated inside with_labels" -0.2% to +0.3% of ±10%.
+  statistical def test_samples_carry_their_thread_and_labels
     # Interval 128: at 1024, 100,000 allocations make some 100 samples, and
     # the estimate's own spread (its standard deviation) would be 10%.
     _facts, profile, = profile_of("threads", 128)

@@ -36,7 +36,7 @@ class BinaryOutputTest < Minitest::Test
     #{BURN_SCRIPT}
     run = ->(*argv) { code = Sonde::CLI.run(argv); abort "sonde \#{argv.first} exited \#{code}" unless code.zero? }
 
-    Sonde.start(continuous: true, export: "dir:\#{dir}/exported", every: 1, service: "enc")
+    Sonde.start(continuous: true, export: "dir:\#{dir}/exported", every: 60, service: "enc")
     burn(0.1)
     Sonde.stop
     Sonde.profile(out: "\#{dir}/block.pprof") { burn(0.1) }.write("\#{dir}/write.pprof")

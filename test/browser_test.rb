@@ -126,7 +126,11 @@ class BrowserTest < Minitest::Test
     refute_includes names, "boot", "samples without an endpoint are unchecked"
   end
 
-  def test_big_profile_opens_and_paints_within_a_second
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a bound 7.39-7.39x its bound (>); "frames under the zoomed
+  # one" 77.15-77.15x its bound (>); "first paint at 763 ms (budget 1000 ms)" 0.33-0.76x its bound
+  # (<).
+  statistical def test_big_profile_opens_and_paints_within_a_second
     html = write_page(DerivedFixture.big_profile, "big")
     result = @browser.flamegraph(html, click: "Module3::Class3#method_3", screenshot: File.join(ARTIFACTS, "flamegraph-big.png"))
     assert_empty result["errors"]

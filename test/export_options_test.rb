@@ -190,7 +190,10 @@ class ExportOptionsTest < Minitest::Test
     assert_equal 2, target.requests.size
   end
 
-  def test_timeout_from_the_entry_is_the_one_used
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a bound 1.02-1.61x its bound (>=); "the entry's timeout (0.4
+  # s) lost to the default" 0.16-0.26x its bound (<).
+  statistical def test_timeout_from_the_entry_is_the_one_used
     target = server(status: :hang)
     silent = exporter("pyroscope:#{target.url}?timeout=0.4&max_attempts=1", timeout: 5)
     started = monotonic_now

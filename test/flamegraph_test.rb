@@ -121,7 +121,10 @@ class FlamegraphTest < Minitest::Test
     assert_equal "</script><script>alert(1)</script>", page_data(html)["functions"][0][0]
   end
 
-  def test_big_profile_stays_small_and_fast
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "page of 20,000 stacks took 1.99 s" 0.40-0.76x its bound (<);
+  # "page is 4352397 bytes" 0.52-0.52x its bound (<).
+  statistical def test_big_profile_stays_small_and_fast
     profile = DerivedFixture.big_profile
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     html = Sonde::Flamegraph.html(profile, title: "big")

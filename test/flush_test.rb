@@ -7,7 +7,9 @@ require_relative "support/test_helper"
 class FlushTest < Minitest::Test
   include SondeTestHelper
 
-  def test_twenty_flushes_add_up_to_the_stats
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "most periods have samples" 1.43-1.50x its bound (>=).
+  statistical def test_twenty_flushes_add_up_to_the_stats
     stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
       worker = Thread.new do
         x = 0

@@ -15,7 +15,9 @@ class LabelRenamerTest < Minitest::Test
 
   RENAMES = { "endpoint" => "trace endpoint" }.freeze
 
-  def test_renamed_keys_keep_their_values_on_the_same_samples
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a bound 1.90-2.47x its bound (>).
+  statistical def test_renamed_keys_keep_their_values_on_the_same_samples
     renamed = Sonde::Pprof::LabelRenamer.new(RENAMES).call(labelled_pprof)
     before = Sonde::Pprof.decode(labelled_pprof)
     after = Sonde::Pprof.decode(renamed)

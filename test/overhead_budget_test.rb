@@ -14,7 +14,11 @@ class OverheadBudgetTest < Minitest::Test
 
   # The budget is spent in CPU time (pacing.h); the wall time of the same
   # passes is looser: a loaded machine deschedules some of them.
-  def test_five_hundred_threads_three_hundred_deep_stay_under_one_percent
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a bound 0.69-0.81x its bound (<=); "the budget was spent, not
+  # skipped" 2.86-3.36x its bound (>); a bound 0.33-1.31x its bound (<=); "it still samples"
+  # 17.00-19.00x its bound (>).
+  statistical def test_five_hundred_threads_three_hundred_deep_stay_under_one_percent
     facts = run_workload("many_deep_threads", "500", "300", "4", "1.0")
     stats = facts["stats"]
     charged = stats["pacing_charged_ns_total"] / 1e9 / facts["duration"]
@@ -31,7 +35,10 @@ class OverheadBudgetTest < Minitest::Test
   # Passes well under the budget are never delayed. Three threads 10 deep
   # cost about 5 µs a pass on 3.1 and 9-13 µs on 3.3 (GVL times, Thread.list),
   # which at 1000 Hz is already about 1%: so a 5% target, where they are cheap.
-  def test_cheap_passes_keep_the_asked_rate
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "1000 Hz asked (half, on a loaded machine)" 0.64-1.53x its
+  # bound (>=); "the budget stayed out of the way" 0.00-0.00x its bound (<).
+  statistical def test_cheap_passes_keep_the_asked_rate
     facts = run_workload("many_deep_threads", "2", "10", "1", "5.0")
     stats = facts["stats"]
     assert_operator stats["samples"], :>=, 0.5 * 1000 * facts["duration"], "1000 Hz asked (half, on a loaded machine)"

@@ -39,7 +39,10 @@ class PprofLimitsTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  def test_the_gzip_bombs_are_refused_in_one_line_within_2_s_and_200_mb
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "the 16 KB bomb's size" -127 to -6 of ±1.64e+03; "report on
+  # the 16 KB bomb" 0.05-0.36x its bound (<); "report on the 16 KB bomb" 0.17-0.22x its bound (<).
+  statistical def test_the_gzip_bombs_are_refused_in_one_line_within_2_s_and_200_mb
     BOMB_SIZES.each do |name, size|
       file = File.join(@dir, "bomb-#{name.delete(" ")}.pprof")
       File.binwrite(file, sample_bomb(size))

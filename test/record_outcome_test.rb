@@ -33,7 +33,10 @@ class RecordOutcomeTest < Minitest::Test
                  err
   end
 
-  def test_a_daemon_keeps_sampling_and_writes_the_commands_profile
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "the daemon's CPU in its profile" -0.00847 to -0.00474 of
+  # ±0.1.
+  statistical def test_a_daemon_keeps_sampling_and_writes_the_commands_profile
     marker = File.join(@dir, "daemon.json")
     output = File.join(@dir, "out.pprof")
     script = <<~RUBY
@@ -59,7 +62,10 @@ class RecordOutcomeTest < Minitest::Test
     assert_in_delta 0.4, cpu, 0.1, "the daemon's CPU in its profile"
   end
 
-  def test_a_continuous_run_goes_on_exporting_in_a_daemon
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "the daemon's periods" 1.00-2.67x its bound (>=); "the
+  # daemon's CPU over its periods" -0.00574 to -0.000607 of ±0.25.
+  statistical def test_a_continuous_run_goes_on_exporting_in_a_daemon
     exported = File.join(@dir, "exported")
     marker = File.join(@dir, "done")
     script = <<~RUBY

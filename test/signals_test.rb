@@ -78,7 +78,9 @@ class SignalsTest < Minitest::Test
     assert_equal "Errno::ENOENT\nrunning: true\n", stdout
   end
 
-  def test_forked_child_profiles_itself_and_not_its_parent
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): a bound 1.18-2.50x its bound (>).
+  statistical def test_forked_child_profiles_itself_and_not_its_parent
     Dir.mktmpdir do |dir|
       stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY, chdir: dir)
         def spin(seconds)

@@ -48,7 +48,9 @@ class StartupTest < Minitest::Test
                  "a program that only loads Sonde keeps none of a run's objects on its heap"
   end
 
-  def test_the_programs_gc_runs_as_often_with_sonde_loaded_or_recording
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "-rsonde" 1.01-1.11 in 0.75..1.25.
+  statistical def test_the_programs_gc_runs_as_often_with_sonde_loaded_or_recording
     variants = { "none" => [{}, []], "-rsonde" => [{}, ["-rsonde"]], "-rsonde/record" => [record_environment, []],
                  "stdlib" => [{}, STDLIB_CONTROL] }
     counts = Hash.new { |hash, key| hash[key] = [] }

@@ -20,7 +20,10 @@ class WallTickOfferTest < Minitest::Test
     end
   RUBY
 
-  def test_a_busy_holder_keeps_every_wall_tick_and_its_wall_time_where_it_runs
+  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
+  # SONDE_SPREAD_LOG + script/spread): "ticks were lost" 0.86-1.12x its bound (>=); a bound
+  # 1.01-1.02x its bound (>=); a bound 1.11-1.11x its bound (>=).
+  statistical def test_a_busy_holder_keeps_every_wall_tick_and_its_wall_time_where_it_runs
     Dir.mktmpdir do |dir|
       out = File.join(dir, "offer.pprof")
       stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
@@ -59,7 +62,11 @@ class WallTickOfferTest < Minitest::Test
   # signals take the ticks and the trigger wakes every 8 intervals only,
   # until the holder sleeps; then ticks go back to one wake-up each (the
   # idle helper's passes), and no wall time is lost either way.
-  def test_a_standing_offer_spares_the_trigger_and_is_withdrawn_when_the_holder_sleeps
+  # Statistical: it skipped in every run here (no wall tick offer was taken on this machine), so no
+  # spread is measured yet for its bounds (samples >= 0.85 of the 200 asked, trigger wake-ups under
+  # half the samples, wall time within 5%); measure them with SONDE_SPREAD_LOG where offers are
+  # taken.
+  statistical def test_a_standing_offer_spares_the_trigger_and_is_withdrawn_when_the_holder_sleeps
     stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
       #{SPIN}
       Sonde.start(rate: 100)

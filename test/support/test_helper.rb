@@ -7,6 +7,7 @@ require "rbconfig"
 require "tmpdir"
 require "sonde"
 require "sonde/pprof"
+require_relative "statistical"
 
 # Helpers shared by the Ruby tests. Profiled workloads run in their own
 # process: signal handlers, threads and forks stay out of the test runner.
@@ -105,7 +106,42 @@ module SondeTestHelper
   def assert_within(expected, actual, tolerance, message = nil)
     low = expected * (1 - tolerance)
     high = expected * (1 + tolerance)
+    record_spread(expected, actual, tolerance, message)
     assert actual.between?(low, high),
            "#{message || "value"}: expected #{expected.round(4)} ± #{(tolerance * 100).round}%, got #{actual.round(4)}"
+  end
+
+  # SONDE_SPREAD_LOG=FILE: every assert_within, assert_in_delta and numeric
+  # assert_operator appends what it compared, one JSON line, so that the
+  # spread behind a statistical bound can be measured over many runs
+  # (script/spread sums them up per test and assertion).
+  def record_spread(expected, actual, tolerance, message)
+    log_spread(kind: "within", what: message, expected: expected, actual: actual, tolerance: tolerance,
+               error: expected.zero? ? nil : (actual - expected).fdiv(expected))
+  end
+
+  def assert_in_delta(expected, actual, delta = 0.001, message = nil)
+    if expected.is_a?(Numeric) && actual.is_a?(Numeric)
+      log_spread(kind: "delta", what: message, expected: expected, actual: actual, tolerance: delta)
+    end
+    super
+  end
+
+  def assert_operator(left, operator, right = Minitest::Assertions::UNDEFINED, message = nil)
+    if left.is_a?(Numeric) && right.is_a?(Numeric)
+      log_spread(kind: "operator", what: message.respond_to?(:call) ? message.call : message, actual: left,
+                 operator: operator, bound: right)
+    end
+    super
+  end
+
+  def log_spread(**fields)
+    path = ENV["SONDE_SPREAD_LOG"]
+    return unless path
+
+    where = caller_locations.find { |l| l.path.end_with?("_test.rb") }
+    fields[:what] = fields[:what].to_s[0, 120] if fields[:what]
+    line = JSON.generate({ test: "#{self.class}##{name}", line: where&.lineno }.merge(fields))
+    File.open(path, "a") { |f| f.puts(line) }
   end
 end
