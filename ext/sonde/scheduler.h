@@ -45,6 +45,17 @@ void scheduler_note_tick_signal_safe(scheduler *sched);
 // takes it; the handler then records the tick as a tick's signal would.
 bool scheduler_take_offered_tick_signal_safe(scheduler *sched);
 
+// With the GVL, after each tick's pass: whether it was quiet (nobody held
+// the GVL at the tick and no thread ran since the previous pass) and the
+// GVL acquisitions counted as it began (vm_gvl_resumes_from_any_thread).
+// After a quiet pass the trigger parks (3.3+) or backs off (3.1/3.2) until
+// a thread runs again; a pass that was not quiet ends that at once.
+void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_at_start);
+
+// Inside the SIGPROF handler of a CPU-timer signal: a thread burns CPU, so
+// the trigger goes back to its full rate (ends a park or back-off).
+void scheduler_note_cpu_signal_signal_safe(scheduler *sched);
+
 // Whether a tick's signal was taken and its pass has not run yet; takes it
 // (the pass that calls this runs for it). With the GVL.
 bool scheduler_take_tick(scheduler *sched);
