@@ -632,6 +632,7 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
   context->wall_ns_at_previous_sample = info->first_resume_ns;
   context->gvl_at_previous_sample = *at;
   pass->waits_credited++;
+  pass->thread_samples++; // a wall sample of its own (wall-samples 1)
 }
 
 // A thread at its end has no frame left to show: the time since its

@@ -68,6 +68,7 @@ struct scheduler {
   uint64_t resumes_at_quiet_pass;
   int64_t backoff_ns; // the trigger's: the current back-off (3.1/3.2), 0: none
   uint64_t parks, parked_ns, backoff_waits, backoff_ns_total; // stats, atomic
+  int64_t parked_since_ns; // atomic: when the park under way began (0: none), for stats
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
@@ -383,6 +384,7 @@ static bool park_while_quiet(scheduler *sched) {
   }
   ADD(parks);
   int64_t parked_at = clocks_monotonic_ns();
+  __atomic_store_n(&sched->parked_since_ns, parked_at, __ATOMIC_RELAXED);
   while (!scheduler_stopping(sched)) {
     if (trigger_park_wait_until(clocks_monotonic_ns() + PARK_CHECK_NS)) break;
     if (sched->use_signals && !signals_sampling_handler_lost() && !signals_sampling_handler_in_place()) {
@@ -391,6 +393,7 @@ static bool park_while_quiet(scheduler *sched) {
     if (!still_quiet(sched) || vm_gvl_resumes_from_any_thread() != quiet_resumes) break;
   }
   trigger_park_leave();
+  __atomic_store_n(&sched->parked_since_ns, 0, __ATOMIC_RELAXED);
   __atomic_fetch_add(&sched->parked_ns, (uint64_t)(clocks_monotonic_ns() - parked_at), __ATOMIC_RELAXED);
   return true;
 }
@@ -597,7 +600,9 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   PUT(stats, "trigger_wakeups", READ(trigger_wakeups));
   PUT(stats, "standing_offers", READ(standing_periods));
   PUT(stats, "trigger_parks", READ(parks));
-  PUT(stats, "trigger_parked_ns", READ(parked_ns));
+  int64_t parked_since = READ(parked_since_ns);
+  int64_t parking_now = parked_since > 0 ? clocks_monotonic_ns() - parked_since : 0;
+  PUT(stats, "trigger_parked_ns", READ(parked_ns) + (uint64_t)(parking_now > 0 ? parking_now : 0));
   PUT(stats, "backoff_waits", READ(backoff_waits));
   PUT(stats, "backoff_ns", READ(backoff_ns_total));
   PUT(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));

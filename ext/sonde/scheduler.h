@@ -4,7 +4,11 @@
 // sends SIGPROF to the thread holding the GVL, whose handler reads its own
 // stack and queues the sampling pass; when nobody holds the GVL it asks the
 // idle helper (a Ruby thread) to run the pass instead. The overhead budget
-// (pacing.h) stretches the ticks when passes cost too much.
+// (pacing.h) stretches the ticks when passes cost too much. While every
+// thread waits (a quiet pass: nobody held the GVL, nothing ran since the
+// pass before) the trigger parks (Ruby 3.3+, until a thread takes the GVL
+// or burns CPU; trigger_park.h) or backs off (3.1/3.2, up to 200 ms
+// between ticks): waiting costs no tick.
 //
 // The scheduler owns the run's one stop flag: set by scheduler_request_stop
 // only (stop, a sampling failure, process exit), read by everyone.

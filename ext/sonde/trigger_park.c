@@ -37,8 +37,9 @@ bool trigger_park_wait_until(int64_t deadline_ns) {
   struct timespec deadline = {.tv_sec = deadline_ns / NANOS_PER_SECOND, .tv_nsec = deadline_ns % NANOS_PER_SECOND};
   for (;;) {
     if (sem_clockwait(&park_semaphore, CLOCK_MONOTONIC, &deadline) == 0) return true;
-    if (errno == ETIMEDOUT) return false;
     // EINTR: the trigger blocks SIGPROF, but not every signal; wait on.
+    // Anything else (ETIMEDOUT, or an error) ends the wait as a deadline.
+    if (errno != EINTR) return false;
   }
 }
 

@@ -13,7 +13,9 @@
 //   refuse_mn_threads; other Ractors' threads, M:N or not, are never
 //   sampled, see "Ractors" below). They
 //   only read and write this file's per-thread records with atomics and
-//   allocate or free a record (malloc, never Ruby). They never call Ruby.
+//   allocate or free a record (malloc, never Ruby), and RESUMED counts
+//   itself and ends the trigger's park (trigger_park.h: an atomic and
+//   sem_post). They never call Ruby.
 // - Functions marked signal-safe only read atomics and call pthread_self.
 // - Everything else runs with the GVL (a sampling pass), which is what keeps
 //   other threads' frames still and stops threads from dying while we read.
