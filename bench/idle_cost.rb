@@ -111,12 +111,20 @@ module SondeBench
       "#{percent(median(shares))} (#{percent(shares.min)}-#{percent(shares.max)})"
     end
 
+    # script/ruby's chroots have no git.
+    def commit
+      out = `git -C #{ROOT} rev-parse --short HEAD 2>/dev/null`.strip
+      out.empty? ? "unknown (no git here)" : out
+    rescue SystemCallError
+      "unknown (no git here)"
+    end
+
     def report(profilers, missing)
       lines = []
       lines << "# What an idle process costs"
       lines << ""
       lines << "Written by `rake bench:idle` (bench/idle_cost.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC, " \
-               "#{RUBY_DESCRIPTION}, Sonde at commit #{`git -C #{ROOT} rev-parse --short HEAD 2>/dev/null`.strip}."
+               "#{RUBY_DESCRIPTION}, Sonde at commit #{commit}."
       lines << "Process CPU (user + sys, every thread) per wall second of a process whose main thread and N more " \
                "threads sleep, over #{@seconds} s after #{WARMUP_SECONDS} s of start-up; median of #{@rounds} " \
                "interleaved rounds (lowest-highest). Profilers at #{RATE} Hz."
