@@ -897,6 +897,9 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
   bool quiet = origin == PASS_FROM_IDLE_HELPER && !raised && pass->nothing_ran;
   if (quiet) pass->quiet_passes++;
   if (origin != PASS_CATCH_UP) scheduler_note_pass_verdict(run->scheduler, quiet, pass->resumes_at_start);
+  // A catch-up pass is no tick: the flush or stop that runs it records the
+  // allocations and checks the heap itself, right after.
+  if (origin == PASS_CATCH_UP) return;
   // Every living thread was just met: allocation samples still waiting are
   // of threads that ended. Recorded outside the pass's timing, so that
   // sampling allocations never slows the wall ticks down (pacing.h).
