@@ -118,6 +118,13 @@ namespace :bench do
        *("--check" if ENV["CHECK"] == "1")
   end
 
+  desc "What an idle process costs (0, 8, 32, 128 sleeping threads; none, Sonde, StackProf wall at 100 Hz), " \
+       "interleaved rounds (ROUNDS=5 SECONDS=4, ~4 min); writes bench/IDLE_RESULTS.md or $SONDE_BENCH_IDLE_RESULTS"
+  task idle: :compile do
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "idle_cost.rb"), ENV.fetch("ROUNDS", "5"),
+       ENV.fetch("SECONDS", "4")
+  end
+
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
   task :peers do
     sh RbConfig.ruby, INSTALL_PEERS

@@ -177,7 +177,9 @@ class SamplingTest < Minitest::Test
       assert(early.all? { |s| in_function?(profile, s, "Object#doze") }, "its stack is the one it slept in")
       assert_equal ["sleeping"], early.map { |s| s.labels["state"] }.uniq
       assert_within 1e9, total(profile, "wall-time") { |s| thread_name(s) == "early" }, 0.15, "its wall time"
-      assert_within 100, total(profile, "wall-samples") { |s| thread_name(s) == "early" }, 0.3, "its samples"
+      # One sample per pass, and passes stop (3.3+) or thin out (3.1) while
+      # every thread waits: its wall time is the weight, not the count.
+      assert_includes 1..130, total(profile, "wall-samples") { |s| thread_name(s) == "early" }, "its samples"
     end
   end
 end

@@ -39,7 +39,12 @@ class StackReuseTest < Minitest::Test
       stats = JSON.parse(stdout.lines.last)
       profile = Sonde::Pprof.read(out)
       idle_samples = total(profile, "wall-samples") { |s| thread_name(s).start_with?("idle-") }
-      assert_operator idle_samples, :>, 20 * 50, "the idle threads were sampled all along"
+      # While the born threads and the mover run, passes come at the rate;
+      # while all wait they stop (3.3+) or thin out (3.1): the idle threads'
+      # wall time, not their sample count, is their 1.6 s or more each.
+      idle_wall = total(profile, "wall-time") { |s| thread_name(s).start_with?("idle-") }
+      assert_operator idle_wall / 1e9, :>=, 20 * 1.6, "the idle threads were sampled all along"
+      assert_operator idle_samples, :>=, 20 * 10, "the idle threads were sampled at every pass"
       assert_operator stats["stacks_reused"], :>=, 0.9 * idle_samples, "idle threads' stacks are reused"
 
       wall = Hash.new(0)
@@ -118,8 +123,14 @@ class StackReuseTest < Minitest::Test
       # Each phase is 0.4 s of the thread's 1.2 s; a sample charges the
       # time since the previous one to the stack it reads, so a phase
       # gains or loses at most one 10-ms interval at each end (under 2%).
+      # On 3.1/3.2, where the trigger backs off while every thread waits
+      # (passes up to 200 ms apart, scheduler.c), the pass that sees a move
+      # can come that much later: a phase gains or loses up to 0.2 s (17%)
+      # at each end. 3.3+ credit each wait up to its end (the RESUMED event).
+      slack = RUBY_VERSION >= "3.3" ? 0.0 : 0.21 / 1.2
       phases.each do |phase|
-        assert_includes 0.28..0.39, wall[phase].fdiv(all), "#{phase.inspect}'s share of the wall time: #{wall.inspect}"
+        assert_includes (0.28 - slack)..(0.39 + slack), wall[phase].fdiv(all),
+                        "#{phase.inspect}'s share of the wall time: #{wall.inspect}"
       end
       assert_operator all / 1e9, :>=, 1.1, "the parked thread was sampled all along: #{wall.inspect}"
     end
@@ -171,9 +182,11 @@ class StackReuseTest < Minitest::Test
       assert_equal 1, stacks.values.flatten(1).uniq.size, "one stack in all three phases: #{stacks.inspect}"
       all = wall.values.sum
       # As above: each phase is 0.4 s of 1.2 s, give or take one 10-ms
-      # interval at each end.
+      # interval at each end (on 3.1/3.2 one back-off, up to 0.2 s).
+      slack = RUBY_VERSION >= "3.3" ? 0.0 : 0.21 / 1.2
       wall.each do |phase, ns|
-        assert_includes 0.28..0.39, ns.fdiv(all), "the #{phase} phase's share of the wall time: #{wall.inspect}"
+        assert_includes (0.28 - slack)..(0.39 + slack), ns.fdiv(all),
+                        "the #{phase} phase's share of the wall time: #{wall.inspect}"
       end
     end
   end

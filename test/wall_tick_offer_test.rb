@@ -44,9 +44,9 @@ class WallTickOfferTest < Minitest::Test
       assert_operator stats["samples"], :>=, 0.85 * asked, "ticks were lost: #{stats.slice("samples", "signals_sent",
                                                                                                "ticks_by_cpu_signal")}"
       # Every pass came from a tick: its own signal, a CPU signal that took
-      # the offer, or the idle helper.
+      # the offer, or the idle helper; but the stop's own (catch-up) pass.
       assert_operator stats["signals_sent"] + stats["ticks_by_cpu_signal"] + stats["idle_requests"], :>=,
-                      stats["samples"]
+                      stats["samples"] - stats["catch_up_samples"]
       assert_equal stats["signals_received"],
                    stats.values_at("tick_signals", "cpu_signals", "stale_timer_signals", "foreign_signals").sum,
                    "an offered tick is not a signal of its own"
@@ -60,12 +60,11 @@ class WallTickOfferTest < Minitest::Test
 
   # Once offers keep being taken, the offer stands: the holder's CPU
   # signals take the ticks and the trigger wakes every 8 intervals only,
-  # until the holder sleeps; then ticks go back to one wake-up each (the
-  # idle helper's passes), and no wall time is lost either way.
+  # until the holder sleeps; then ticks go back to the idle helper's
+  # passes, which soon find nothing moving (the trigger parks or backs
+  # off), and no wall time is lost either way.
   # Statistical: it skipped in every run here (no wall tick offer was taken on this machine), so no
-  # spread is measured yet for its bounds (samples >= 0.85 of the 200 asked, trigger wake-ups under
-  # half the samples, wall time within 5%); measure them with SONDE_SPREAD_LOG where offers are
-  # taken.
+  # spread is measured yet for its bounds; measure them with SONDE_SPREAD_LOG where offers are taken.
   statistical def test_a_standing_offer_spares_the_trigger_and_is_withdrawn_when_the_holder_sleeps
     stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
       #{SPIN}
@@ -96,8 +95,13 @@ class WallTickOfferTest < Minitest::Test
     assert_operator busy["trigger_wakeups"], :<, 0.5 * busy["samples"],
                     "the trigger woke for most ticks: #{busy.slice("trigger_wakeups", "samples", "ticks_by_cpu_signal")}"
     assert_operator busy["samples"], :>=, 0.85 * 200, "ticks were lost while the offer stood"
+    # Withdrawn once the holder slept: the idle helper's passes took over,
+    # until they found nothing moving and the trigger parked (3.3+) or
+    # backed off (3.1/3.2).
     slept_passes = after["idle_requests"] - busy["idle_requests"]
-    assert_operator slept_passes, :>=, 0.7 * 50, "the offer was withdrawn when the holder slept: #{after}"
+    assert_operator slept_passes, :>=, 1, "the offer was withdrawn when the holder slept: #{after}"
+    waited = RUBY_VERSION >= "3.3" ? after["trigger_parks"] - busy["trigger_parks"] : after["backoff_waits"] - busy["backoff_waits"]
+    assert_operator waited, :>=, 1, "the trigger stopped ticking while the holder slept: #{after}"
     assert_in_delta facts["elapsed"], facts["wall_s"], 0.05 * facts["elapsed"], "the main thread's wall time"
   end
 end

@@ -33,6 +33,7 @@
 #include "signals.h"
 #include "stacks.h"
 #include "thread_contexts.h"
+#include "trigger_park.h"
 #include "vm.h"
 
 #define ERROR_SIZE 1024
@@ -367,6 +368,8 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   // The heap as of the stop, checked while the source still runs (not for
   // a profile that is dropped unencoded: a forked child's).
   if (!state->halted && RTEST(export)) {
+    // Every thread's time up to the stop, when the trigger parked or backed off.
+    sampling_pass_catch_up_with_gvl(&state->run);
     alloc_source_set_other_ractors(&state->run, ractor_accounting_others_alive());
     alloc_source_record_heap(&state->run);
   }
@@ -412,8 +415,10 @@ static VALUE native_flush(int argc, VALUE *argv, VALUE self) {
   profile_export_check_comments(comments);
   profiler_state *state = current_state();
   if (state == NULL) rb_raise(error_class("StateError"), "Sonde is not running");
-  // The CPU samples captured so far belong to the period that ends now.
+  // The CPU samples captured so far belong to the period that ends now,
+  // and so does every thread's time up to now (a parked trigger's included).
   if (!state->halted) {
+    sampling_pass_catch_up_with_gvl(&state->run);
     sampling_pass_record_captures(&state->run, false);
     sampling_pass_record_native_exit_cpu(&state->run);
     // The allocations since the latest close are this period's: a period
@@ -536,6 +541,7 @@ static void halt_at_exit(VALUE unused) {
 // threads and in the kernel; Process._fork's hook then drops the run.
 static void forget_run_after_fork(void) {
   signals_reset_in_forked_child();
+  trigger_park_init(); // the parent's trigger may have been waiting on it
   vm_forget_after_fork();
   profiler_state *state = current_state();
   if (state == NULL) return;
@@ -550,6 +556,7 @@ static void forget_run_after_fork(void) {
 
 void profiler_define_methods(VALUE native) {
   rb_gc_register_address(&profiler_holder);
+  if (!trigger_park_init()) rb_raise(rb_eRuntimeError, "sonde: could not make the trigger's semaphore");
   pthread_atfork(NULL, NULL, forget_run_after_fork);
   signals_hold_sends_across_fork();
   current_tid_init();

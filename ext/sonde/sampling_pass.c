@@ -39,6 +39,11 @@
 #include "vm.h"
 
 #define INITIAL_THREAD_CAPACITY 16
+// A flush or stop this long after the last pass runs one first, and a
+// thread that ends this long after its previous sample gets its wall time
+// since: the ticks leave them older than this only when the trigger parked
+// or backed off (or the overhead budget stretched them).
+#define CATCH_UP_AFTER_INTERVALS 2
 
 struct sampling_pass {
   uint32_t max_frames;
@@ -60,9 +65,17 @@ struct sampling_pass {
   VALUE failure;
   bool fail_next;
   bool in_progress; // a pass that calls into Ruby must not be re-entered
+  // This pass: its epoch (vm_begin_pass), the GVL acquisitions counted as
+  // it began, and whether every thread it sampled kept its stack (nothing
+  // ran since the previous pass), for the scheduler's idle verdict.
+  uint64_t epoch;
+  uint64_t resumes_at_start;
+  bool nothing_ran;
+  pass_origin origin;
   // Stats.
   uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
   uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads;
+  uint64_t quiet_passes, waits_credited, catch_up_passes;
   int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
 };
@@ -589,6 +602,76 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   return STACK_FOUND;
 }
 
+// A thread that was off the GVL at its previous sample kept that sample's
+// stack until it next took the GVL: on backends that note that moment
+// (3.3+, vm_thread_info.first_resume_epoch), the wait up to it is one
+// sample on that stack and in that state (and the part queued for the
+// GVL, waiting for gvl), whatever came after. So a wait is its own weight
+// on the stack that waited even when no pass came for seconds (the trigger
+// parks while every thread waits), and the rest of the time since goes to
+// the stack the thread has now, as always.
+static void credit_wait_until_resume(sonde_run *run, thread_context *context, const vm_thread_info *info,
+                                     recorder *rec) {
+  sampling_pass *pass = run->pass;
+  if (info->first_resume_epoch == 0 || info->first_resume_epoch != context->epoch_at_previous_sample) return;
+  if (!context->sampled || !context->stack_reusable || context->stack_generation != recorder_generation(rec)) return;
+  // A resume seen before the previous sample (a pass that let other
+  // threads run half-way) is not this wait's end.
+  if (info->first_resume_ns <= context->wall_ns_at_previous_sample) return;
+  const vm_gvl_times *before = &context->gvl_at_previous_sample, *at = &info->gvl_times_at_first_resume;
+  if (at->off_gvl_ns < before->off_gvl_ns || at->waiting_for_gvl_ns < before->waiting_for_gvl_ns) return;
+  int64_t wall = info->first_resume_ns - context->wall_ns_at_previous_sample;
+  int64_t waiting = at->waiting_for_gvl_ns - before->waiting_for_gvl_ns;
+  if (waiting > wall) waiting = wall;
+  int64_t off = wall - waiting;
+  uint32_t thread_index;
+  if (!thread_context_recorder_index(context, rec, &thread_index)) {
+    pass->dropped_samples++;
+    return;
+  }
+  struct {
+    uint8_t state;
+    int64_t wall;
+    int64_t samples;
+  } parts[] = {
+      {context->off_state_at_previous_sample, off, 1},
+      {VM_THREAD_WAITING_FOR_GVL, waiting, 0},
+  };
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    if (parts[i].wall == 0 && parts[i].samples == 0) continue;
+    int64_t values[RECORDER_VALUE_COUNT] = {
+        [RECORDER_WALL_TIME_NS] = parts[i].wall,
+        [RECORDER_WALL_SAMPLES] = parts[i].samples,
+        [RECORDER_GVL_WAIT_NS] = parts[i].state == VM_THREAD_WAITING_FOR_GVL ? parts[i].wall : 0,
+    };
+    recorder_context sample_context = {.thread_index = thread_index, .state = parts[i].state,
+                                       .label_set = context->label_set, .trace = context->trace};
+    if (recorder_add(rec, context->stack_id, &sample_context, values) != 0) {
+      pass->dropped_samples++;
+      return;
+    }
+  }
+  // What follows the resume is the ordinary sample's, from here.
+  context->wall_ns_at_previous_sample = info->first_resume_ns;
+  context->gvl_at_previous_sample = *at;
+  pass->waits_credited++;
+  pass->thread_samples++; // a wall sample of its own (wall-samples 1)
+}
+
+// A thread at its end has no frame left to show: the time since its
+// previous sample goes to that sample's stack and state, where it spent
+// it (up to the back-off cap on 3.1/3.2; on 3.3+ its wait was credited up
+// to its last resume already), rather than be lost.
+// *ended: the thread as its previous sample saw it (state, off-GVL state).
+static bool ended_on_previous_stack(const thread_context *context, const vm_thread_info *info, recorder *rec,
+                                    vm_thread_info *ended) {
+  if (!context->sampled || context->stack_generation != recorder_generation(rec)) return false;
+  *ended = *info;
+  ended->state = (vm_thread_state)context->off_state_at_previous_sample;
+  ended->off_gvl_state = ended->state;
+  return true;
+}
+
 // A muted thread's time since its previous sample is dropped, not kept
 // for the next one: its baselines move to now.
 static void skip_muted_thread(thread_context *context, int64_t now) {
@@ -598,7 +681,7 @@ static void skip_muted_thread(thread_context *context, int64_t now) {
 }
 
 static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
-                                  bool *someone_on_cpu) {
+                                  bool *someone_on_cpu, bool at_end) {
   sampling_pass *pass = run->pass;
   if (own_threads_contains(run->muted, info->thread)) {
     skip_muted_thread(context, now);
@@ -618,7 +701,15 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
   recorder *rec = recorder_slots_active(run->slots);
   uint32_t stack_id, thread_index;
+  credit_wait_until_resume(run, context, info, rec);
   stack_result found = wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id);
+  if (found != STACK_KEPT) pass->nothing_ran = false;
+  vm_thread_info ended;
+  if (found == STACK_EMPTY && at_end && ended_on_previous_stack(context, info, rec, &ended)) {
+    info = &ended;
+    stack_id = context->stack_id;
+    found = STACK_KEPT;
+  }
   // No frame to show: no sample; its time stays for the next one.
   if (found == STACK_EMPTY) return;
   // Read with the stack, which may be kept for the next pass with them.
@@ -656,6 +747,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   *now_part = deduct(*now_part, &context->gc_wall_ns_to_deduct);
   context->wall_ns_at_previous_sample = now;
   context->sampled = true;
+  context->epoch_at_previous_sample = pass->epoch;
 
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
@@ -668,6 +760,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   // with the part that held the GVL when there is one (threads burn CPU
   // there), else with the state now (C code burning CPU without the GVL).
   vm_thread_state off_state = info->has_gvl_times ? info->off_gvl_state : info->state;
+  context->off_state_at_previous_sample = (uint8_t)off_state;
   int64_t *cpu_part = split.holding > 0 ? &split.holding : now_part;
   struct {
     vm_thread_state state;
@@ -701,6 +794,16 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
 // ---------------------------------------------------------------------------
 // Passes.
 
+// A catch-up pass (flush, stop) runs on the thread that flushes or stops,
+// whose stack is Sonde's own call: its time since a recent sample (the
+// ticks came) is left for the next pass, as before a flush, rather than
+// put on that call; after a long wait it is taken, up to now.
+static bool leave_to_the_ticks(const sonde_run *run, const thread_context *context, const vm_thread_info *info,
+                               int64_t now) {
+  return run->pass->origin == PASS_CATCH_UP && info->state == VM_THREAD_RUNNING &&
+         now - context->wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
+}
+
 static VALUE full_pass_protected(VALUE arg) {
   sonde_run *run = (sonde_run *)arg;
   sampling_pass *pass = run->pass;
@@ -709,6 +812,9 @@ static VALUE full_pass_protected(VALUE arg) {
     rb_raise(rb_eRuntimeError, "sampling failure forced by Sonde::Native::Testing.fail_next_sample (a test hook)");
   }
   scheduler_restart_idle_helper_if_gone(run->scheduler);
+  pass->epoch = vm_begin_pass();
+  pass->resumes_at_start = vm_gvl_resumes_from_any_thread();
+  pass->nothing_ran = true;
   int64_t now = clocks_monotonic_ns();
   list_threads(run, now);
   thread_contexts_begin_pass(run->contexts);
@@ -724,7 +830,9 @@ static VALUE full_pass_protected(VALUE arg) {
   // stack at the tick comes with them. Then the GC time, which the wall
   // samples below are cut by.
   pass->holder_tid = 0;
+  uint64_t cpu_samples_before = pass->cpu_samples;
   drain_captures(run, DRAIN_IN_PASS);
+  if (pass->cpu_samples != cpu_samples_before) pass->nothing_ran = false; // a thread burned CPU
   record_teardown_cpu(run);
   if (!gc_source_record_pending(run, true)) pass->dropped_samples++;
   bool someone_on_cpu = false;
@@ -733,7 +841,9 @@ static VALUE full_pass_protected(VALUE arg) {
     const vm_thread_info *info = &pass->threads[i];
     thread_context *context = pass->forgot_while_meeting ? thread_contexts_find_by_handle(run->contexts, info->handle)
                                                          : pass->contexts[i];
-    if (context != NULL) sample_wall_of_thread(run, context, info, now, &someone_on_cpu);
+    if (context != NULL && !leave_to_the_ticks(run, context, info, now)) {
+      sample_wall_of_thread(run, context, info, now, &someone_on_cpu, false);
+    }
   }
   pass->holder_tid = 0;
   thread_contexts_forget_unseen(run->contexts, disarm_timer_of, run);
@@ -790,6 +900,7 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
   int64_t started_cpu = timed_by_cpu ? clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
   int64_t started = clocks_monotonic_ns();
   int raised = 0;
+  pass->origin = origin;
   rb_protect(full_pass_protected, (VALUE)run, &raised);
   pass->in_progress = false;
   if (raised) stop_after_failure(run);
@@ -803,6 +914,15 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin) {
   pacing_record_cost(pace, pacing_cost_to_charge(pace, cost, cpu_cost));
   pass->passes++;
   if (origin == PASS_FROM_IDLE_HELPER) pass->idle_passes++;
+  if (origin == PASS_CATCH_UP) pass->catch_up_passes++;
+  // Quiet: nobody held the GVL at the tick, and no thread ran since the
+  // previous pass. The trigger may then park (or back off) until one does.
+  bool quiet = origin == PASS_FROM_IDLE_HELPER && !raised && pass->nothing_ran;
+  if (quiet) pass->quiet_passes++;
+  if (origin != PASS_CATCH_UP) scheduler_note_pass_verdict(run->scheduler, quiet, pass->resumes_at_start);
+  // A catch-up pass is no tick: the flush or stop that runs it records the
+  // allocations and checks the heap itself, right after.
+  if (origin == PASS_CATCH_UP) return;
   // Every living thread was just met: allocation samples still waiting are
   // of threads that ended. Recorded outside the pass's timing, so that
   // sampling allocations never slows the wall ticks down (pacing.h).
@@ -864,6 +984,14 @@ static VALUE end_thread_protected(VALUE arg) {
   // So is a GC it ran since the last pass: recorded later, its thread
   // would be known by its tid alone ("thread 9742").
   if (!gc_source_record_pending(run, true)) run->pass->dropped_samples++;
+  // And its wall time since its previous sample, when the trigger parked
+  // or backed off since (no pass will meet it again): its wait on the
+  // stack it waited on (3.3+), the rest on the stack it ends on.
+  int64_t now = clocks_monotonic_ns();
+  if (now - context->wall_ns_at_previous_sample >= CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns) {
+    bool on_cpu;
+    sample_wall_of_thread(run, context, &info, now, &on_cpu, true);
+  }
   int64_t clock;
   record_uncovered_cpu(run, context, finish_cpu_of(run, context, true, &clock), true);
   // A signal that came during this hook (its timer is deleted now, and no
@@ -894,6 +1022,11 @@ void sampling_pass_end_current_thread(sonde_run *run) {
 void sampling_pass_prepare_job(void) {
   // A failure shows in Sonde.stats as jobs_not_queued: the profile stays empty, the app runs on.
   vm_postponed_job_prepare(sampling_job);
+}
+
+void sampling_pass_catch_up_with_gvl(sonde_run *run) {
+  if (scheduler_stopping(run->scheduler) || run->pass->in_progress) return;
+  sampling_pass_run_with_gvl(run, PASS_CATCH_UP);
 }
 
 void sampling_pass_record_captures(sonde_run *run, bool final) {
@@ -931,4 +1064,7 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   stats_put_count(stats, "teardown_cpu_threads", pass->teardown_threads);
   stats_put_signed(stats, "teardown_cpu_ns", pass->teardown_cpu_ns);
   stats_put_signed(stats, "native_exit_cpu_ns", pass->native_exit_cpu_ns);
+  stats_put_count(stats, "quiet_samples", pass->quiet_passes);
+  stats_put_count(stats, "waits_credited", pass->waits_credited);
+  stats_put_count(stats, "catch_up_samples", pass->catch_up_passes);
 }

@@ -22,6 +22,7 @@
 typedef enum {
   PASS_FROM_TICK,        // the postponed job, for a tick the GVL holder took
   PASS_FROM_IDLE_HELPER, // nobody held the GVL (or no-signals mode)
+  PASS_CATCH_UP,         // a flush or stop: every thread's time up to it
 } pass_origin;
 
 // NULL when out of memory.
@@ -39,6 +40,14 @@ void sampling_pass_baseline(sonde_run *run);
 
 // One full pass (see the top). Catches and keeps any exception.
 void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin);
+
+// At a flush or stop, with the GVL, before the captures are recorded: one
+// pass now, so that every thread's time up to this moment is in the period
+// that ends, however long ago the last tick's pass was (the trigger parks
+// or backs off while every thread waits). The calling thread is left out
+// when the ticks sampled it recently (its stack is Sonde's own call).
+// Catches and keeps any exception, as a pass does.
+void sampling_pass_catch_up_with_gvl(sonde_run *run);
 
 // Records every capture still in the buffer and the pending GC time: at a
 // flush (into the period that ends) and at stop, once no handler can run

@@ -31,6 +31,7 @@
 #include "sampling_pass.h"
 #include "signals.h"
 #include "stats.h"
+#include "trigger_park.h"
 #include "vm.h"
 
 // Start waits this long for the idle helper's first wait (see start).
@@ -61,6 +62,14 @@ struct scheduler {
   int64_t standing_interval_ns;
   int64_t standing_last_ns;
   uint64_t standing_taken;
+  // Idle (see wait_while_idle). Written by passes (GVL) and CPU-timer
+  // signals, read by the trigger, atomic: consecutive quiet passes (0 once
+  // anything ran), and the GVL acquisitions counted as the latest began.
+  uint32_t quiet_passes;
+  uint64_t resumes_at_quiet_pass;
+  int64_t backoff_ns; // the trigger's: the current back-off (3.1/3.2), 0: none
+  uint64_t parks, parked_ns, backoff_waits, backoff_ns_total; // stats, atomic
+  int64_t parked_since_ns; // atomic: when the park under way began (0: none), for stats
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
@@ -128,6 +137,7 @@ static void wake_trigger(scheduler *sched) {
 void scheduler_request_stop(scheduler *sched) {
   __atomic_store_n(&sched->stopping, 1, __ATOMIC_RELEASE);
   wake_trigger(sched);
+  trigger_park_wake_signal_safe();
   idle_helper_stop(&sched->helper);
 }
 
@@ -160,6 +170,23 @@ bool scheduler_take_offered_tick_signal_safe(scheduler *sched) {
   __atomic_fetch_add(&sched->standing_taken, 1, __ATOMIC_RELAXED);
   ADD(ticks_by_cpu_signal);
   return true;
+}
+
+void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_at_start) {
+  if (quiet) {
+    __atomic_store_n(&sched->resumes_at_quiet_pass, resumes_at_start, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&sched->quiet_passes, 1, __ATOMIC_SEQ_CST);
+    return;
+  }
+  if (__atomic_load_n(&sched->quiet_passes, __ATOMIC_RELAXED) == 0) return;
+  __atomic_store_n(&sched->quiet_passes, 0, __ATOMIC_SEQ_CST);
+  trigger_park_wake_signal_safe(); // a backed-off trigger comes back now
+}
+
+void scheduler_note_cpu_signal_signal_safe(scheduler *sched) {
+  if (__atomic_load_n(&sched->quiet_passes, __ATOMIC_RELAXED) == 0) return;
+  __atomic_store_n(&sched->quiet_passes, 0, __ATOMIC_SEQ_CST);
+  trigger_park_wake_signal_safe();
 }
 
 bool scheduler_take_tick(scheduler *sched) { return __atomic_exchange_n(&sched->tick_pending, 0, __ATOMIC_ACQ_REL) != 0; }
@@ -314,6 +341,93 @@ static bool standing_check(scheduler *sched, int64_t interval_ns) {
   return false;
 }
 
+// Waiting costs nothing. After a quiet pass (nobody held the GVL at the
+// tick, no thread ran since the pass before) another tick would find the
+// same: every thread's wall time since its previous sample is counted by
+// whichever pass comes next, on the stack it kept (sampling_pass.c), so
+// the ticks may stop until a thread runs.
+// - Ruby 3.3+ (vm_tells_resumes): the trigger parks, sending nothing and
+//   waking nobody, until a RESUMED GVL event (any thread takes the GVL), a
+//   CPU-timer signal (a thread burns CPU without it) or stop ends the park.
+//   The thread that resumes has its wait credited up to that moment, to the
+//   stack it waited on (credit_wait_until_resume). Parking is a handshake:
+//   the park is entered first, then the GVL acquisitions are compared with
+//   the quiet pass's count; a RESUMED counts before it looks for a park,
+//   so one of the two sees the other. Every PARK_CHECK_NS the trigger looks
+//   whether SIGPROF is still Sonde's (no pass, no sample).
+// - Ruby 3.1/3.2 (no GVL hooks): the trigger backs off, each quiet pass
+//   doubling the wait from two intervals up to IDLE_BACKOFF_CAP_NS, and
+//   comes back to its full rate as soon as a pass finds that a thread ran
+//   or a CPU-timer signal comes. Each back-off tick's pass still samples
+//   every thread: a thread's wake is seen at most one back-off later, and
+//   up to that much of its wait (at most IDLE_BACKOFF_CAP_NS) can go to the
+//   stack it has when seen instead of the one it waited on.
+// Not while an offer stands (a busy holder), nor in the first quiet pass's
+// absence. Called at a tick, instead of it: returns true when it waited
+// (3.1: the tick then goes out at the back-off's end; 3.3: the next tick
+// comes an interval after the park ends), false to tick as usual.
+#define PARK_CHECK_NS NANOS_PER_SECOND
+#define IDLE_BACKOFF_CAP_NS (200 * 1000 * 1000)
+
+static bool still_quiet(scheduler *sched) {
+  pthread_t owner;
+  return __atomic_load_n(&sched->quiet_passes, __ATOMIC_SEQ_CST) > 0 && !vm_gvl_owner_from_any_thread(&owner);
+}
+
+static void give_up_signals_from_trigger(scheduler *sched);
+
+static bool park_while_quiet(scheduler *sched) {
+  trigger_park_enter();
+  uint64_t quiet_resumes = __atomic_load_n(&sched->resumes_at_quiet_pass, __ATOMIC_SEQ_CST);
+  if (!still_quiet(sched) || vm_gvl_resumes_from_any_thread() != quiet_resumes) {
+    trigger_park_leave();
+    return false;
+  }
+  ADD(parks);
+  int64_t parked_at = clocks_monotonic_ns();
+  __atomic_store_n(&sched->parked_since_ns, parked_at, __ATOMIC_RELAXED);
+  while (!scheduler_stopping(sched)) {
+    if (trigger_park_wait_until(clocks_monotonic_ns() + PARK_CHECK_NS)) break;
+    if (sched->use_signals && !signals_sampling_handler_lost() && !signals_sampling_handler_in_place()) {
+      give_up_signals_from_trigger(sched);
+    }
+    if (!still_quiet(sched) || vm_gvl_resumes_from_any_thread() != quiet_resumes) break;
+  }
+  trigger_park_leave();
+  __atomic_store_n(&sched->parked_since_ns, 0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&sched->parked_ns, (uint64_t)(clocks_monotonic_ns() - parked_at), __ATOMIC_RELAXED);
+  return true;
+}
+
+// backoff_ns is the spacing of the back-off's ticks; the trigger has
+// already waited one interval of it when it gets here.
+static bool back_off_while_quiet(scheduler *sched, int64_t interval_ns) {
+  int64_t cap = IDLE_BACKOFF_CAP_NS > 2 * interval_ns ? IDLE_BACKOFF_CAP_NS : 2 * interval_ns;
+  sched->backoff_ns = sched->backoff_ns == 0 ? 2 * interval_ns : sched->backoff_ns * 2;
+  if (sched->backoff_ns > cap) sched->backoff_ns = cap;
+  trigger_park_enter();
+  if (!still_quiet(sched)) {
+    trigger_park_leave();
+    sched->backoff_ns = 0;
+    return false;
+  }
+  ADD(backoff_waits);
+  int64_t started = clocks_monotonic_ns();
+  // Woken early: something runs, back to the full rate.
+  if (trigger_park_wait_until(started + sched->backoff_ns - interval_ns)) sched->backoff_ns = 0;
+  trigger_park_leave();
+  __atomic_fetch_add(&sched->backoff_ns_total, (uint64_t)(clocks_monotonic_ns() - started), __ATOMIC_RELAXED);
+  return true;
+}
+
+static bool wait_while_idle(scheduler *sched, int64_t interval_ns) {
+  if (__atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) || !still_quiet(sched)) {
+    sched->backoff_ns = 0;
+    return false;
+  }
+  return vm_tells_resumes() ? park_while_quiet(sched) : back_off_while_quiet(sched, interval_ns);
+}
+
 static struct timespec timespec_from_ns(int64_t ns) {
   return (struct timespec){.tv_sec = ns / NANOS_PER_SECOND, .tv_nsec = ns % NANOS_PER_SECOND};
 }
@@ -342,6 +456,14 @@ static void *trigger_loop_without_gvl(void *arg) {
     if (!sleep_until(sched, next_tick)) break;
     ADD(trigger_wakeups);
     if (standing_check(sched, interval)) continue;
+    // Decided at the tick, once the previous tick's pass has had its
+    // interval to run and report (see wait_while_idle).
+    if (wait_while_idle(sched, interval)) {
+      if (scheduler_stopping(sched)) break;
+      next_tick = clocks_monotonic_ns();
+      if (vm_tells_resumes()) continue; // unparked: the next tick one interval from now
+      // Backed off: this tick was only late.
+    }
     if (tick_from_trigger(sched)) pacing_on_tick(&sched->pace);
   }
   return NULL;
@@ -476,6 +598,12 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   stats_put_count(stats, "ticks_by_cpu_signal", READ(ticks_by_cpu_signal));
   stats_put_count(stats, "trigger_wakeups", READ(trigger_wakeups));
   stats_put_count(stats, "standing_offers", READ(standing_periods));
+  stats_put_count(stats, "trigger_parks", READ(parks));
+  int64_t parked_since = READ(parked_since_ns);
+  int64_t parking_now = parked_since > 0 ? clocks_monotonic_ns() - parked_since : 0;
+  stats_put_count(stats, "trigger_parked_ns", READ(parked_ns) + (uint64_t)(parking_now > 0 ? parking_now : 0));
+  stats_put_count(stats, "backoff_waits", READ(backoff_waits));
+  stats_put_count(stats, "backoff_ns", READ(backoff_ns_total));
   stats_put_count(stats, "pacing_delayed_ticks", pacing_delayed_ticks(&sched->pace));
   stats_put_count(stats, "pacing_charged_ns_total", pacing_charged_ns(&sched->pace));
   rb_hash_aset(stats, ID2SYM(rb_intern("signal_handler_lost")),

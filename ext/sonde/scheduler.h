@@ -4,7 +4,11 @@
 // sends SIGPROF to the thread holding the GVL, whose handler reads its own
 // stack and queues the sampling pass; when nobody holds the GVL it asks the
 // idle helper (a Ruby thread) to run the pass instead. The overhead budget
-// (pacing.h) stretches the ticks when passes cost too much.
+// (pacing.h) stretches the ticks when passes cost too much. While every
+// thread waits (a quiet pass: nobody held the GVL, nothing ran since the
+// pass before) the trigger parks (Ruby 3.3+, until a thread takes the GVL
+// or burns CPU; trigger_park.h) or backs off (3.1/3.2, up to 200 ms
+// between ticks): waiting costs no tick.
 //
 // The scheduler owns the run's one stop flag: set by scheduler_request_stop
 // only (stop, a sampling failure, process exit), read by everyone.
@@ -44,6 +48,17 @@ void scheduler_note_tick_signal_safe(scheduler *sched);
 // whether the trigger offered it the current tick (tick_from_trigger), and
 // takes it; the handler then records the tick as a tick's signal would.
 bool scheduler_take_offered_tick_signal_safe(scheduler *sched);
+
+// With the GVL, after each tick's pass: whether it was quiet (nobody held
+// the GVL at the tick and no thread ran since the previous pass) and the
+// GVL acquisitions counted as it began (vm_gvl_resumes_from_any_thread).
+// After a quiet pass the trigger parks (3.3+) or backs off (3.1/3.2) until
+// a thread runs again; a pass that was not quiet ends that at once.
+void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_at_start);
+
+// Inside the SIGPROF handler of a CPU-timer signal: a thread burns CPU, so
+// the trigger goes back to its full rate (ends a park or back-off).
+void scheduler_note_cpu_signal_signal_safe(scheduler *sched);
 
 // Whether a tick's signal was taken and its pass has not run yet; takes it
 // (the pass that calls this runs for it). With the GVL.

@@ -91,6 +91,7 @@ static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
 // the thread's next sample (cpu_timers.h).
 static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   ADD(cpu_signals);
+  scheduler_note_cpu_signal_signal_safe(run->scheduler); // a thread burns CPU: full rate
   capture *slot = capture_buffer_claim_signal_safe(run->captures); // full: counted as a drop there
   if (slot == NULL) return;
   const void *holder = vm_gvl_holder_self_signal_safe();

@@ -36,6 +36,13 @@ typedef struct thread_context {
   // Wall time and GVL times where the previous sample left them.
   int64_t wall_ns_at_previous_sample;
   vm_gvl_times gvl_at_previous_sample;
+  // The epoch of the pass that took the previous sample (vm_begin_pass),
+  // and what the thread was doing off the GVL then: a wait that ended at a
+  // first GVL acquisition noted under that epoch is credited to the
+  // previous sample's stack and state (sampling_pass.c,
+  // credit_wait_until_resume).
+  uint64_t epoch_at_previous_sample;
+  uint8_t off_state_at_previous_sample;
 
   // CPU time. With a timer (the usual case) CPU samples come from the
   // thread's own signals; without one (no-signals mode, a refused timer)

@@ -52,6 +52,15 @@ typedef struct {
   // is the one it had then. Other backends tell by the thread's CPU clock.
   bool has_gvl_acquisitions;
   uint64_t gvl_acquisitions;
+  // Backends with GVL hooks (3.3+): the thread's first GVL acquisition
+  // after the pass of epoch first_resume_epoch began (vm_begin_pass), when
+  // it was and the GVL times as of then; 0: none since the last pass that
+  // began. A thread that was off the GVL at that pass's sample kept its
+  // stack until this moment: its wait is credited to that stack up to
+  // here, however long ago the pass was.
+  uint64_t first_resume_epoch;
+  int64_t first_resume_ns;
+  vm_gvl_times gvl_times_at_first_resume;
 } vm_thread_info;
 
 typedef void (*vm_thread_visitor)(const vm_thread_info *info, void *data);
@@ -70,6 +79,20 @@ bool vm_on_main_ractor(void);
 // Calls visit for every living thread of the main Ractor, with GVL times as
 // of now_ns (monotonic) where the backend has them. Needs the GVL.
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data);
+
+// A sampling pass begins (with the GVL): returns its epoch, which the
+// threads' next first GVL acquisitions are noted under (vm_thread_info's
+// first_resume_epoch). 0 on backends without GVL hooks.
+uint64_t vm_begin_pass(void);
+
+// Whether the backend counts GVL acquisitions as they happen
+// (vm_gvl_resumes_from_any_thread) and ends the trigger's park at each
+// (trigger_park.h): Ruby 3.3+. Without it the trigger backs off instead.
+bool vm_tells_resumes(void);
+
+// Any thread, no GVL: how many times any thread took a GVL since load
+// (3.3+; an atomic read). 0 on backends that do not count them.
+uint64_t vm_gvl_resumes_from_any_thread(void);
 
 // Whether this backend times each thread's GVL waits (vm_thread_info's
 // gvl_times): Ruby 3.3+, through the GVL instrumentation hooks.

@@ -13,7 +13,9 @@
 //   refuse_mn_threads; other Ractors' threads, M:N or not, are never
 //   sampled, see "Ractors" below). They
 //   only read and write this file's per-thread records with atomics and
-//   allocate or free a record (malloc, never Ruby). They never call Ruby.
+//   allocate or free a record (malloc, never Ruby), and RESUMED counts
+//   itself and ends the trigger's park (trigger_park.h: an atomic and
+//   sem_post). They never call Ruby.
 // - Functions marked signal-safe only read atomics and call pthread_self.
 // - Everything else runs with the GVL (a sampling pass), which is what keeps
 //   other threads' frames still and stops threads from dying while we read.
@@ -52,6 +54,7 @@
 #include <unistd.h>
 
 #include "clocks.h"
+#include "trigger_park.h"
 #include "vm.h"
 
 // The GVL owner is kept as one word so that hooks, the trigger thread and
@@ -79,6 +82,11 @@ typedef struct {
   int last_event;               // a gvl_event
   int64_t since_ns;             // when last_event happened (monotonic)
   int64_t total_ns[GVL_EVENT_COUNT]; // time spent after each event, up to since_ns
+  // The first RESUMED since the pass of this epoch began (0: none yet), when
+  // it came and total_ns as of then (vm_thread_info.first_resume_epoch).
+  uint64_t first_resume_epoch;
+  int64_t first_resume_ns;
+  int64_t total_ns_at_first_resume[GVL_EVENT_COUNT];
   uint64_t acquisitions;        // RESUMED events since Sonde met the thread (atomic)
   // Set (atomic, once) by code on the main Ractor that met the thread there;
   // only then do its RESUMED events make it the GVL owner.
@@ -90,6 +98,12 @@ typedef struct {
   // With the GVL only, on the main Ractor (see the registry below).
   long registry_slot;
 } thread_record;
+
+// The epoch of the latest sampling pass that began (vm_begin_pass), read by
+// RESUMED hooks; and how many RESUMED events any thread had since load
+// (the trigger parks while it does not move). Atomic.
+static uint64_t pass_epoch;
+static uint64_t gvl_resumes;
 
 // What ended threads' EXITED hooks found on their CPU clocks past where
 // their thread-end hooks counted, waiting for vm_take_cpu_after_end_ns.
@@ -139,13 +153,29 @@ static void record_event(thread_record *record, gvl_event event) {
   }
   __atomic_store_n(&record->since_ns, now, __ATOMIC_RELAXED);
   __atomic_store_n(&record->last_event, (int)event, __ATOMIC_RELAXED);
+  uint64_t epoch = __atomic_load_n(&pass_epoch, __ATOMIC_RELAXED);
+  if (event == GVL_EVENT_RESUMED && __atomic_load_n(&record->first_resume_epoch, __ATOMIC_RELAXED) != epoch) {
+    __atomic_store_n(&record->first_resume_epoch, epoch, __ATOMIC_RELAXED);
+    __atomic_store_n(&record->first_resume_ns, now, __ATOMIC_RELAXED);
+    for (int i = 0; i < GVL_EVENT_COUNT; i++) {
+      int64_t total = __atomic_load_n(&record->total_ns[i], __ATOMIC_RELAXED);
+      __atomic_store_n(&record->total_ns_at_first_resume[i], total, __ATOMIC_RELAXED);
+    }
+  }
   __atomic_store_n(&record->sequence, sequence + 2, __ATOMIC_RELEASE);
+}
+
+static void times_from_totals(const int64_t totals[GVL_EVENT_COUNT], vm_gvl_times *times) {
+  times->holding_gvl_ns = totals[GVL_EVENT_RESUMED];
+  times->waiting_for_gvl_ns = totals[GVL_EVENT_READY];
+  times->off_gvl_ns = totals[GVL_EVENT_SUSPENDED];
 }
 
 // The reader's half: a consistent copy of the times as of now_ns. A hook
 // writes a handful of words, so a retry is rare and short.
-static void read_times(const thread_record *record, int64_t now_ns, int *last_event, vm_gvl_times *times) {
-  int64_t totals[GVL_EVENT_COUNT], since;
+static void read_times(const thread_record *record, int64_t now_ns, int *last_event, vm_thread_info *info) {
+  int64_t totals[GVL_EVENT_COUNT], at_resume[GVL_EVENT_COUNT], since, resume_ns;
+  uint64_t resume_epoch;
   int event;
   for (;;) {
     unsigned before = __atomic_load_n(&record->sequence, __ATOMIC_ACQUIRE);
@@ -153,14 +183,20 @@ static void read_times(const thread_record *record, int64_t now_ns, int *last_ev
     event = __atomic_load_n(&record->last_event, __ATOMIC_RELAXED);
     since = __atomic_load_n(&record->since_ns, __ATOMIC_RELAXED);
     for (int i = 0; i < GVL_EVENT_COUNT; i++) totals[i] = __atomic_load_n(&record->total_ns[i], __ATOMIC_RELAXED);
+    resume_epoch = __atomic_load_n(&record->first_resume_epoch, __ATOMIC_RELAXED);
+    resume_ns = __atomic_load_n(&record->first_resume_ns, __ATOMIC_RELAXED);
+    for (int i = 0; i < GVL_EVENT_COUNT; i++) {
+      at_resume[i] = __atomic_load_n(&record->total_ns_at_first_resume[i], __ATOMIC_RELAXED);
+    }
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&record->sequence, __ATOMIC_RELAXED) == before) break;
   }
   if (now_ns > since) totals[event] += now_ns - since;
   *last_event = event;
-  times->holding_gvl_ns = totals[GVL_EVENT_RESUMED];
-  times->waiting_for_gvl_ns = totals[GVL_EVENT_READY];
-  times->off_gvl_ns = totals[GVL_EVENT_SUSPENDED];
+  times_from_totals(totals, &info->gvl_times);
+  info->first_resume_epoch = resume_epoch;
+  info->first_resume_ns = resume_ns;
+  times_from_totals(at_resume, &info->gvl_times_at_first_resume);
 }
 
 static void set_gvl_owner_to_current_thread(void) {
@@ -249,6 +285,11 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       record_event(record, GVL_EVENT_RESUMED);
     }
     __atomic_fetch_add(&record->acquisitions, 1, __ATOMIC_RELAXED);
+    // A thread runs again: a parked trigger ticks again (trigger_park.h).
+    // Counted first, sequentially consistent: a trigger about to park
+    // either sees the count move or is woken here.
+    __atomic_fetch_add(&gvl_resumes, 1, __ATOMIC_SEQ_CST);
+    trigger_park_wake_signal_safe();
     // Another Ractor's thread takes its own Ractor's GVL, not the main one's.
     if (record_of_main_ractor(record)) set_gvl_owner_to_current_thread();
     return;
@@ -549,6 +590,13 @@ static VALUE thread_name_set(VALUE self, VALUE name) {
 
 bool vm_times_gvl_waits(void) { return true; }
 
+// Epochs start at 1: a record's 0 means "no RESUMED noted".
+uint64_t vm_begin_pass(void) { return __atomic_add_fetch(&pass_epoch, 1, __ATOMIC_RELAXED); }
+
+bool vm_tells_resumes(void) { return true; }
+
+uint64_t vm_gvl_resumes_from_any_thread(void) { return __atomic_load_n(&gvl_resumes, __ATOMIC_SEQ_CST); }
+
 bool vm_reuses_native_threads(void) { return false; }
 
 // From Ruby 3.3 gc.c leaves the allocation fast path only for NEWOBJ hooks.
@@ -580,7 +628,7 @@ static void describe_thread(VALUE thread, const thread_record *record, VALUE nam
       .has_gvl_acquisitions = true,
       .gvl_acquisitions = __atomic_load_n(&record->acquisitions, __ATOMIC_RELAXED),
   };
-  read_times(record, now_ns, &last_event, &info->gvl_times);
+  read_times(record, now_ns, &last_event, info);
   info->state = state_of(thread, last_event);
   info->off_gvl_state = off_gvl_state_of(thread, info->state);
 }

@@ -98,6 +98,14 @@ bool vm_object_live(VALUE object) { return rb_objspace_markable_object_p(object)
 // Ruby 3.1 has no GVL hooks: a thread's state is known only at the sample.
 bool vm_times_gvl_waits(void) { return false; }
 
+// No GVL hooks: no first acquisitions are noted, none are counted, and the
+// trigger backs off where 3.3 parks (scheduler.c).
+uint64_t vm_begin_pass(void) { return 0; }
+
+bool vm_tells_resumes(void) { return false; }
+
+uint64_t vm_gvl_resumes_from_any_thread(void) { return 0; }
+
 bool vm_reuses_native_threads(void) { return true; }
 
 // The thread cache counts the teardown: the next thread on the native
