@@ -179,16 +179,29 @@ class ProfilerApiTest < Minitest::Test
 
   # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
   # SONDE_SPREAD_LOG + script/spread): a bound 11.40-12.00x its bound (>).
+  # The trigger never rests in no-signals mode (no thread-end hook runs
+  # there): a thread that ends keeps its wall time up to its last tick
+  # (before, parked on 3.3+, the sleeper kept 0.01 s of its 0.3).
   statistical def test_no_signals_mode_sends_no_signal_and_still_samples
     Sonde.start(rate: 200, signals: false)
     reader, writer = IO.pipe
+    born = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     sleeper = Thread.new { reader.read }
     sleep 0.3
+    sleeper_tid = sleeper.native_thread_id
     writer.close
     sleeper.join
-    stats = Sonde.stop.stats
+    life = Process.clock_gettime(Process::CLOCK_MONOTONIC) - born
+    profile = Sonde.stop
+    stats = profile.stats
     assert_equal 0, stats[:signals_sent]
     assert_equal false, stats[:signals]
     assert_operator stats[:samples], :>, 5
+    assert_equal 0, stats[:trigger_parks].to_i + stats[:backoff_waits].to_i, "no rest in no-signals mode"
+    decoded = profile.decode
+    wall = decoded.value_index("wall-time")
+    sleeper_wall = decoded.samples.select { |s| s.labels["thread id"] == sleeper_tid }.sum { |s| s.values[wall] } / 1e9
+    # One tick (5 ms) at either end, and a late tick on a loaded machine.
+    assert_in_delta life, sleeper_wall, 0.05, "the sleeper's wall time against its life"
   end
 end

@@ -1026,6 +1026,7 @@ void sampling_pass_prepare_job(void) {
 
 void sampling_pass_catch_up_with_gvl(sonde_run *run) {
   if (scheduler_stopping(run->scheduler) || run->pass->in_progress) return;
+  if (!scheduler_rested_since_busy_pass(run->scheduler)) return;
   sampling_pass_run_with_gvl(run, PASS_CATCH_UP);
 }
 

@@ -70,6 +70,10 @@ struct scheduler {
   int64_t backoff_ns; // the trigger's: the current back-off (3.1/3.2), 0: none
   uint64_t parks, parked_ns, backoff_waits, backoff_ns_total; // stats, atomic
   int64_t parked_since_ns; // atomic: when the park under way began (0: none), for stats
+  // Atomic: set when the trigger parks or backs off, cleared by the next
+  // pass that was not quiet: the time since the last pass may then be
+  // longer than an interval or two (see scheduler_rested_since_busy_pass).
+  int rested;
   // The trigger thread's, and pacing's (see pacing.h for who writes what).
   pacing pace;
   pthread_t trigger;
@@ -178,9 +182,14 @@ void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_
     __atomic_fetch_add(&sched->quiet_passes, 1, __ATOMIC_SEQ_CST);
     return;
   }
+  __atomic_store_n(&sched->rested, 0, __ATOMIC_RELAXED);
   if (__atomic_load_n(&sched->quiet_passes, __ATOMIC_RELAXED) == 0) return;
   __atomic_store_n(&sched->quiet_passes, 0, __ATOMIC_SEQ_CST);
   trigger_park_wake_signal_safe(); // a backed-off trigger comes back now
+}
+
+bool scheduler_rested_since_busy_pass(const scheduler *sched) {
+  return __atomic_load_n(&sched->rested, __ATOMIC_RELAXED) != 0;
 }
 
 void scheduler_note_cpu_signal_signal_safe(scheduler *sched) {
@@ -384,6 +393,7 @@ static bool park_while_quiet(scheduler *sched) {
     return false;
   }
   ADD(parks);
+  __atomic_store_n(&sched->rested, 1, __ATOMIC_RELAXED);
   int64_t parked_at = clocks_monotonic_ns();
   __atomic_store_n(&sched->parked_since_ns, parked_at, __ATOMIC_RELAXED);
   while (!scheduler_stopping(sched)) {
@@ -412,6 +422,7 @@ static bool back_off_while_quiet(scheduler *sched, int64_t interval_ns) {
     return false;
   }
   ADD(backoff_waits);
+  __atomic_store_n(&sched->rested, 1, __ATOMIC_RELAXED);
   int64_t started = clocks_monotonic_ns();
   // Woken early: something runs, back to the full rate.
   if (trigger_park_wait_until(started + sched->backoff_ns - interval_ns)) sched->backoff_ns = 0;
@@ -420,8 +431,11 @@ static bool back_off_while_quiet(scheduler *sched, int64_t interval_ns) {
   return true;
 }
 
+// Not in no-signals mode: no thread-end hook runs there (it comes with the
+// CPU timers), so a thread that ended while the trigger rested would lose
+// its time since its last sample; there the ticks go on at the rate.
 static bool wait_while_idle(scheduler *sched, int64_t interval_ns) {
-  if (__atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) || !still_quiet(sched)) {
+  if (!sched->use_signals || __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) || !still_quiet(sched)) {
     sched->backoff_ns = 0;
     return false;
   }

@@ -56,6 +56,13 @@ bool scheduler_take_offered_tick_signal_safe(scheduler *sched);
 // a thread runs again; a pass that was not quiet ends that at once.
 void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_at_start);
 
+// With the GVL: whether the trigger parked or backed off since the last
+// pass that was not quiet, so that threads' time since the last pass may
+// be longer than an interval or two. A flush or stop catches up only then:
+// otherwise the ticks cover it, and a pass more would cost a paced-down
+// run (overhead_target) more than its budget.
+bool scheduler_rested_since_busy_pass(const scheduler *sched);
+
 // Inside the SIGPROF handler of a CPU-timer signal: a thread burns CPU, so
 // the trigger goes back to its full rate (ends a park or back-off).
 void scheduler_note_cpu_signal_signal_safe(scheduler *sched);
