@@ -36,7 +36,12 @@ class IdleWaitingTest < Minitest::Test
   # 32 threads asleep for 3 s, then one of them wakes and burns 0.5 s of
   # CPU, then sleeps again for 0.5 s; another ends after a 2-s wait; the
   # main thread sleeps throughout.
-  def test_32_sleeping_threads_and_one_that_wakes_to_burn
+  # Statistical: wall times against the workload's own clock, read inside
+  # each thread, on a loaded machine. CI's deterministic lane (nice 10
+  # beside the timed queue) once read 2.021 s for the ender's 2.000 s life
+  # (+1.05%, the bound being the issue's 1%): its truth is read just before
+  # its block returns, and a descheduled thread ends later than that.
+  statistical def test_32_sleeping_threads_and_one_that_wakes_to_burn
     profile, facts = run_profiled(<<~RUBY)
       ready = Queue.new
       done = Queue.new
@@ -103,7 +108,8 @@ class IdleWaitingTest < Minitest::Test
   end
 
   # 32 threads that wake for 1 ms every 100 ms for 3 s.
-  def test_32_threads_that_wake_for_a_millisecond_every_100_ms
+  # Statistical, for the same reason (wall times against the threads' own clocks).
+  statistical def test_32_threads_that_wake_for_a_millisecond_every_100_ms
     profile, facts = run_profiled(<<~RUBY)
       naps_done = {}
       threads = Array.new(32) do |i|
