@@ -227,47 +227,40 @@ static void record_uncovered_cpu(sonde_run *run, thread_context *context, int64_
   pass->cpu_remainder_ns += uncovered_ns;
 }
 
+// One CPU sample of ended threads, under "(ended threads)" on a synthetic
+// frame: their stacks are gone, and their labels. False when it could not
+// be recorded (counted as dropped).
+static bool record_ended_threads_cpu(sonde_run *run, uint64_t frame_id, int64_t ns) {
+  recorder_frame frame = {.frame_id = frame_id, .line = 0};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = ns};
+  recorder *rec = recorder_slots_active(run->slots);
+  uint32_t stack_id;
+  if (recorder_intern_stack(rec, &frame, 1, &stack_id) != 0 || !ended_threads_index(rec, &sample_context.thread_index) ||
+      recorder_add(rec, stack_id, &sample_context, values) != 0) {
+    run->pass->dropped_samples++;
+    return false;
+  }
+  return true;
+}
+
 // What ended threads spent in Ruby's teardown after their end hooks, since
-// the previous call (3.3+; vm.h): one sample under "(ended threads)", on a
-// "(thread teardown)" frame. Their stacks are gone, and their labels: none.
+// the previous call (3.3+; vm.h), on a "(thread teardown)" frame.
 static void record_teardown_cpu(sonde_run *run) {
   uint64_t threads;
   int64_t ns = vm_take_cpu_after_end_ns(&threads);
-  if (ns <= 0) return;
-  sampling_pass *pass = run->pass;
-  recorder_frame frame = {.frame_id = stacks_thread_teardown_frame_id(), .line = 0};
-  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
-  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = ns};
-  recorder *rec = recorder_slots_active(run->slots);
-  uint32_t stack_id;
-  if (recorder_intern_stack(rec, &frame, 1, &stack_id) != 0 || !ended_threads_index(rec, &sample_context.thread_index) ||
-      recorder_add(rec, stack_id, &sample_context, values) != 0) {
-    pass->dropped_samples++;
-    return;
-  }
-  pass->teardown_threads += threads;
-  pass->teardown_cpu_ns += ns;
+  if (ns <= 0 || !record_ended_threads_cpu(run, stacks_thread_teardown_frame_id(), ns)) return;
+  run->pass->teardown_threads += threads;
+  run->pass->teardown_cpu_ns += ns;
 }
 
 // What ended threads spent after their EXITED event (3.3+; exit_cpu.h),
-// since the previous flush: one sample under "(ended threads)", on a
-// "(native thread exit)" frame. At flushes and at stop only: finding it
-// reads every thread's clock.
+// since the previous flush, on a "(native thread exit)" frame. At flushes
+// and at stop only: finding it reads every thread's clock.
 void sampling_pass_record_native_exit_cpu(sonde_run *run) {
   int64_t ns = exit_cpu_take_ns(run->exits);
-  if (ns <= 0) return;
-  sampling_pass *pass = run->pass;
-  recorder_frame frame = {.frame_id = stacks_native_thread_exit_frame_id(), .line = 0};
-  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
-  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = ns};
-  recorder *rec = recorder_slots_active(run->slots);
-  uint32_t stack_id;
-  if (recorder_intern_stack(rec, &frame, 1, &stack_id) != 0 || !ended_threads_index(rec, &sample_context.thread_index) ||
-      recorder_add(rec, stack_id, &sample_context, values) != 0) {
-    pass->dropped_samples++;
-    return;
-  }
-  pass->native_exit_cpu_ns += ns;
+  if (ns <= 0 || !record_ended_threads_cpu(run, stacks_native_thread_exit_frame_id(), ns)) return;
+  run->pass->native_exit_cpu_ns += ns;
 }
 
 // A context forgotten: its thread ended before a pass or a hook could see
