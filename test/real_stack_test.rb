@@ -166,7 +166,11 @@ class RealStackTest < Minitest::Test
 
   # --- Datadog: requests and jobs under `trace endpoint` --------------------
 
+  # CI once saw 26 uploads and not one job sample (4 Dec 2026), never seen
+  # here in 6 runs (4 of them beside 2 busy cores): the message names the
+  # uploads of each process and Sidekiq's log, to tell where they went.
   def test_a_datadog_export_carries_trace_endpoint_for_requests_and_jobs
+    started = monotonic
     intake = HttpTestServer.new(status: 202)
     export = { "SONDE_EXPORT" => "datadog:#{intake.url}" }
     redis = start_redis
@@ -178,19 +182,29 @@ class RealStackTest < Minitest::Test
     run_jobs(redis, sidekiq, sidekiq_log, reports: 10, mails: 10)
     stop(puma, puma_log, "puma")
     stop(sidekiq, sidekiq_log, "sidekiq")
-    profiles = intake.requests.select { |r| r.path == Sonde::Exporters::Datadog::PATH }.map do |request|
-      Sonde::Pprof.decode(request.parts.fetch(Sonde::Exporters::Datadog::PPROF_FILENAME).body)
-    end
+    uploads = intake.requests.select { |r| r.path == Sonde::Exporters::Datadog::PATH }
+    profiles = uploads.map { |r| Sonde::Pprof.decode(r.parts.fetch(Sonde::Exporters::Datadog::PPROF_FILENAME).body) }
     endpoints = profiles.flat_map { |p| p.samples.filter_map { |s| s.labels["trace endpoint"] } }.tally
     jobs = profiles.flat_map { |p| p.samples.filter_map { |s| s.labels["job"] } }.tally
-    detail = "#{profiles.size} profiles; samples by trace endpoint #{endpoints}, by job #{jobs}"
-    assert_equal %w[MailJob ReportJob], jobs.keys.sort, "Sidekiq's profiles reached the intake; #{detail}"
+    detail = "#{profiles.size} profiles (by pid #{uploads_by_pid(uploads)}, sidekiq #{sidekiq}) in " \
+             "#{(monotonic - started).round} s; samples by trace endpoint #{endpoints}, by job #{jobs}"
+    puts detail if ENV["SONDE_TEST_VERBOSE"]
+    assert_equal %w[MailJob ReportJob], jobs.keys.sort,
+                 "Sidekiq's profiles carry its jobs; #{detail}; sidekiq's log:\n#{tail(sidekiq_log)}"
     assert_includes endpoints.keys, HEAVY, detail
     assert_includes endpoints.keys, "ReportJob", "a job's samples carry its class as the trace endpoint; #{detail}"
     assert_includes endpoints.keys, "MailJob", detail
     assert_empty endpoints.keys.grep(%r{\AGET /}), "a request has one endpoint, its action's; #{detail}"
   ensure
     intake&.stop
+  end
+
+  # How many uploads each process sent, by the process_id tag of its event.
+  def uploads_by_pid(uploads)
+    uploads.map do |upload|
+      tags = JSON.parse(upload.parts.fetch(Sonde::Exporters::Datadog::EVENT_FIELD).body).fetch("tags_profiler")
+      tags[/(?:\A|,)process_id:(\d+)/, 1]
+    end.tally
   end
 
   # --- processes --------------------------------------------------------------
