@@ -156,6 +156,20 @@ class PprofAppTest < Minitest::Test
     assert_match(/a capture is already running/, busy.last.join)
   end
 
+  # The first two requests of a fresh process: the loser of the race is
+  # told the capture is busy (409), never a 500 from a half-loaded Sonde.
+  def test_the_first_two_captures_of_a_process_are_200_and_409
+    stdout, stderr, status = run_ruby("-rsonde/pprof_app", "-e", <<~RUBY)
+      app = Sonde::PprofApp.new(token: #{TOKEN.inspect})
+      env = { "REQUEST_METHOD" => "GET", "PATH_INFO" => "/profile", "QUERY_STRING" => "seconds=1&token=#{TOKEN}",
+              "REMOTE_ADDR" => "10.1.2.3" }
+      responses = Array.new(2) { Thread.new { app.call(env.dup) } }.map(&:value)
+      puts responses.map { |code, _, body| [code, code == 200 ? "pprof" : body.join.strip].inspect }.sort
+    RUBY
+    assert status.success?, stderr
+    assert_match(/\A\[200, "pprof"\]\n\[409, "a capture is already running/, stdout)
+  end
+
   # Two apps mounted in one process share a continuous run: its capture is
   # one at a time too (each app's own lock cannot see the other's).
   def test_in_continuous_mode_one_capture_at_a_time_across_apps

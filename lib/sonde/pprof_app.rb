@@ -5,6 +5,9 @@ require "digest"
 require "socket"
 require "zlib"
 require_relative "../sonde"
+# Loaded here, not on first use: two first requests at once would race
+# for the autoload, and one of them found no Sonde::Continuous (500).
+require_relative "continuous"
 require_relative "pprof"
 require_relative "profile_names"
 
