@@ -161,18 +161,38 @@ class HttpTestServer
     socket.close unless socket.closed?
   end
 
+  # Only a whole request is recorded: a client that goes away part-way (a
+  # worker killed while it uploads, a client's own timeout) leaves a request
+  # line without its version, headers without their blank line or a body
+  # shorter than its Content-Length, and the connection is closed unanswered.
   def read_request(socket)
     request_line = read_line(socket)
     return nil unless request_line
 
-    method, target, = request_line.split(" ", 3)
+    method, target, version = request_line.split(" ", 3)
+    return nil unless version&.start_with?("HTTP/")
+
+    headers = read_headers(socket)
+    return nil unless headers
+
+    body = read_body(socket, headers)
+    return nil unless body
+
+    path, query = target.split("?", 2)
+    Request.new(method: method, path: path, query: query, headers: headers, body: body)
+  end
+
+  # The header fields, or nil when the connection ended before the blank line.
+  def read_headers(socket)
     headers = {}
-    while (line = read_line(socket)) && !line.empty?
+    loop do
+      line = read_line(socket)
+      return nil unless line
+      return headers if line.empty?
+
       name, value = line.split(":", 2)
       headers[name.downcase] = value.to_s.strip
     end
-    path, query = target.split("?", 2)
-    Request.new(method: method, path: path, query: query, headers: headers, body: read_body(socket, headers))
   end
 
   def read_body(socket, headers)
@@ -181,7 +201,7 @@ class HttpTestServer
     length = headers.fetch("content-length", "0").to_i
     body = String.new(encoding: Encoding::BINARY)
     while body.size < length
-      return body unless socket.wait_readable(READ_TIMEOUT)
+      return nil unless socket.wait_readable(READ_TIMEOUT)
 
       chunk = socket.readpartial(length - body.size)
       body << chunk
@@ -189,10 +209,12 @@ class HttpTestServer
     body
   end
 
+  # A line without its CRLF, or nil when the connection ended before it.
   def read_line(socket)
     return nil unless socket.wait_readable(READ_TIMEOUT)
 
-    socket.gets("\r\n")&.chomp("\r\n")
+    line = socket.gets("\r\n")
+    line&.end_with?("\r\n") ? line.chomp("\r\n") : nil
   end
 
   # Returns 200 once released, nil once stopped (the connection is then
