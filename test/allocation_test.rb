@@ -253,7 +253,7 @@ class AllocationTest < Minitest::Test
       end
     end
     stdout, stderr, status = run_sonde("report", "#{out}.#{unheard.first}")
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/^Note: allocations: no tick of this profile was listened to/, stdout)
   end
 

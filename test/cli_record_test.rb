@@ -53,7 +53,7 @@ class CliRecordTest < Minitest::Test
     out = File.join(@dir, "alloc.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--heap", "--alloc-interval", "64", "--",
                                         RbConfig.ruby, "-e", "class Kept; end; $kept = Array.new(20_000) { Kept.new }")
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     profile = Sonde::Pprof.read(out)
     kept = ->(type) { total(profile, type) { |s| s.labels["allocation class"] == "Kept" } }
     assert_within 20_000, kept.call("alloc-samples").to_f, 0.2, "Kept allocated"
@@ -64,7 +64,7 @@ class CliRecordTest < Minitest::Test
   def test_format_html_also_writes_the_flame_graph_page
     out = File.join(@dir, "page.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--format", "html", "--", RbConfig.ruby, @app)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     page = File.join(@dir, "page.html")
     assert_match(/wrote .*page\.html \(flame graph page\)/, stderr)
     assert_includes File.read(page), "Object#busy"
@@ -75,14 +75,14 @@ class CliRecordTest < Minitest::Test
     launcher = File.join(@dir, "launcher.rb")
     File.write(launcher, "exec(#{RbConfig.ruby.inspect}, #{@app.inspect})\n")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--", RbConfig.ruby, launcher)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_includes functions_in(out), "Object#busy"
   end
 
   def test_a_ruby_started_through_a_shell_still_lands_in_the_file
     out = File.join(@dir, "shell.pprof")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--", "sh", "-c", "#{RbConfig.ruby} #{@app}; true")
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_includes functions_in(out), "Object#busy"
   end
 
@@ -91,7 +91,7 @@ class CliRecordTest < Minitest::Test
     parent = File.join(@dir, "parent.rb")
     File.write(parent, "system(#{RbConfig.ruby.inspect}, #{@app.inspect}) or abort\n")
     _stdout, stderr, status = run_sonde("record", "-o", out, "--", RbConfig.ruby, parent)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     children = Dir[File.join(@dir, "parent.*.pprof")]
     assert_equal 1, children.size, stderr
     assert_includes functions_in(children.first), "Object#busy"

@@ -120,7 +120,7 @@ class ConfigurationTest < Minitest::Test
       puts JSON.generate(Sonde.configuration)
       Sonde.stop
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     configuration = JSON.parse(stdout)
     assert_equal({ "value" => 50, "source" => "SONDE_RATE" }, configuration["rate"])
     assert_equal({ "value" => 100, "source" => "keyword" }, configuration["max_frames"])

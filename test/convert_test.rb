@@ -212,7 +212,7 @@ class ConvertCommandTest < Minitest::Test
 
   def test_through_the_sonde_executable
     stdout, stderr, status = run_sonde("convert", @file, "--to", "collapsed", "--no-thread-names")
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/\Amain;recurse;recurse 50000000$/, stdout.lines.grep(/recurse;recurse/).first)
   end
 

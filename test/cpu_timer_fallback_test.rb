@@ -42,7 +42,7 @@ class CpuTimerFallbackTest < Minitest::Test
     out = File.join(@dir, "bursty.pprof")
     stdout, stderr, status = Open3.capture3(self.class.launcher, RbConfig.ruby, "-I#{LIB}",
                                             File.join(WORKLOADS, "bursty_threads.rb"), out, "1.5")
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_equal 1, stderr.scan(WARNING).size, "one warning: #{stderr}"
     facts = JSON.parse(stdout.lines.last)
     profile = Sonde::Pprof.read(out)
@@ -62,7 +62,7 @@ class CpuTimerFallbackTest < Minitest::Test
                                               x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.3
                                               puts JSON.generate(Sonde.stop.stats)
                                             RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     stats = JSON.parse(stdout.lines.last)
     assert_equal false, stats["cpu_timers"]
     assert_operator stats["cpu_timer_failures"], :>=, 1
@@ -86,7 +86,7 @@ class CpuTimerFallbackTest < Minitest::Test
       puts JSON.generate(stats: profile.stats, worker_cpu: worker_cpu)
       profile.write(ARGV.fetch(0, "#{@dir}/refused.pprof"))
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     refute_match WARNING, stderr, "a refused timer is not a missing mechanism: no warning"
     facts = JSON.parse(stdout.lines.last)
     assert_equal true, facts["stats"]["cpu_timers"]

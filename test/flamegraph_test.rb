@@ -219,14 +219,14 @@ class FlamegraphCommandTest < Minitest::Test
   def test_through_the_sonde_executable
     output = File.join(@dir, "x.html")
     _, stderr, status = run_sonde("flamegraph", @file, "-o", output)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_equal "sonde: wrote #{output}\n", stderr
   end
 
   def test_open_without_a_browser_says_so
     output = File.join(@dir, "x.html")
     _, stderr, status = run_sonde("flamegraph", @file, "-o", output, "--open", env: { "PATH" => "/nonexistent", "BROWSER" => nil })
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/sonde flamegraph: no browser found to open .*x\.html/, stderr)
   end
 

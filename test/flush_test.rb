@@ -31,7 +31,7 @@ class FlushTest < Minitest::Test
       bounds = profiles.map { |p| d = p.decode; [d.time_nanos, d.time_nanos + d.duration_nanos] }
       puts JSON.generate(sums: sums, stats: Sonde.stats, starts: bounds.map(&:first), ends: bounds.map(&:last))
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     facts = JSON.parse(stdout)
     sums = facts["sums"]
     assert_equal 21, sums.size

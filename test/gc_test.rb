@@ -91,7 +91,7 @@ class GcTest < Minitest::Test
       Sonde.stop.write(#{out.inspect})
       puts JSON.generate(state: state, ms: after - before, ms_with_stop: GC.stat(:time) - before, live: kept.size)
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     facts = JSON.parse(stdout.lines.last)
     assert_equal "sweeping", facts["state"], "the GC sweeps lazily"
     profile = Sonde::Pprof.read(out)
@@ -129,7 +129,7 @@ class GcThreadTest < Minitest::Test
         Sonde.stop.write(#{out.inspect})
         puts [allocator_tid, Thread.main.native_thread_id].join(" ")
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       allocator_tid, main_tid = stdout.split.map(&:to_i)
       profile = Sonde::Pprof.read(out)
       gc = profile.samples.select { |s| function_names(profile, s) == ["Garbage Collection"] }

@@ -100,7 +100,7 @@ class GvlWaitTest < Minitest::Test
 
   def test_report_by_state_shows_the_wait
     stdout, stderr, status = run_sonde("report", "--by", "state", "--sample", "wall", @out)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/waiting for gvl/, stdout)
   end
 end

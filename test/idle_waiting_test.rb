@@ -181,7 +181,7 @@ class IdleWaitingTest < Minitest::Test
         profile.write(#{out.inspect})
         puts JSON.generate(facts)
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       [Sonde::Pprof.read(out), JSON.parse(stdout.lines.last)]
     end
   end

@@ -23,7 +23,7 @@ class MnThreadsTest < Minitest::Test
       end
       puts Array.new(4) { |i| Thread.new { i * 2 } }.sum(&:value)
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     lines = stdout.lines.map(&:chomp)
     assert_equal "false", lines[0]
     assert_match(/M:N threads \(RUBY_MN_THREADS=1\)/, lines[1])
@@ -48,7 +48,7 @@ class MnThreadsTest < Minitest::Test
         puts "raised \#{e.class}"
       end
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     lines = stdout.lines.map(&:chomp)
     assert_equal "false", lines[0]
     assert_match(/M:N threads \(RUBY_MN_THREADS=1\): Ruby threads share native threads in this process \(at load, 5 live threads ran on [1-4]\)/,
@@ -63,7 +63,7 @@ class MnThreadsTest < Minitest::Test
       require "sonde"
       puts Sonde.supported?
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_equal "true", stdout.strip
   end
 end

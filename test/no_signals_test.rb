@@ -34,7 +34,7 @@ class NoSignalsTest < Minitest::Test
       stats = Sonde.stop.stats
       puts JSON.generate(result: result, stats: stats)
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     JSON.parse(stdout)
   end
 

@@ -12,7 +12,7 @@ class OwnThreadsTest < Minitest::Test
 
   def run_script(script)
     stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", script)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     [JSON.parse(stdout.lines.last), stderr]
   end
 

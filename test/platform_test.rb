@@ -32,7 +32,7 @@ class PlatformTest < Minitest::Test
         puts "raised \#{e.class}: \#{e.message}"
       end
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     lines = stdout.lines.map(&:chomp)
     assert_equal "false", lines[0]
     assert_match(/this is Ruby 9\.9/, lines[1])
@@ -43,7 +43,7 @@ class PlatformTest < Minitest::Test
     Dir.mktmpdir do |dir|
       extconf = File.join(ROOT, "ext", "sonde", "extconf.rb")
       _stdout, stderr, status = run_ruby("-e", FORCE_UNSUPPORTED + "load #{extconf.inspect}", chdir: dir)
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       assert_match(/native core is not built: .*Ruby 9\.9/, stderr)
       make_output, make_status = Open3.capture2e("make", "all", "install", chdir: dir)
       assert make_status.success?, make_output

@@ -166,7 +166,7 @@ class PprofAppTest < Minitest::Test
       responses = Array.new(2) { Thread.new { app.call(env.dup) } }.map(&:value)
       puts responses.map { |code, _, body| [code, code == 200 ? "pprof" : body.join.strip].inspect }.sort
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/\A\[200, "pprof"\]\n\[409, "a capture is already running/, stdout)
   end
 

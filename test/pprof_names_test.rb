@@ -16,7 +16,7 @@ class PprofNamesTest < Minitest::Test
       out = File.join(dir, "names.pprof")
       run_workload("gvl_released_c", out, "0.5")
       top, stderr, status = Open3.capture3("go", "tool", "pprof", "-top", "-nodecount=100", out)
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       names = Sonde::Pprof.read(out).functions.values.map(&:name)
       assert_includes names, "<main>"
       assert_includes top, "<main>"

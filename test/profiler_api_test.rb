@@ -168,7 +168,7 @@ class ProfilerApiTest < Minitest::Test
       puts "restarted: \#{Sonde.running?}"
       Sonde.stop
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_includes stdout, "app finished: false"
     assert_match(/stop raised: sampling failed.*forced by Sonde::Native/, stdout)
     assert_includes stdout, "cause: RuntimeError"

@@ -135,7 +135,7 @@ class SamplingTest < Minitest::Test
       [popper, pusher].each(&:join)
       Sonde.stop.write(#{out.inspect})
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     profile = Sonde::Pprof.read(out)
     %w[popper pusher].each do |name|
       wall = Hash.new(0)
@@ -170,7 +170,7 @@ class SamplingTest < Minitest::Test
         Sonde.profile(out: #{out.inspect}, rate: 100) { sleep 1 }
         early.kill
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       profile = Sonde::Pprof.read(out)
       early = profile.samples.select { |s| thread_name(s) == "early" }
       refute_empty early, "the early thread has samples"

@@ -43,7 +43,7 @@ class SidekiqMiddlewareTest < Minitest::Test
         Sonde.stop.write(#{out.inspect})
         puts JSON.generate(spent)
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       spent = JSON.parse(stdout.lines.last)
       profile = Sonde::Pprof.read(out)
       by_job = Hash.new(0)

@@ -20,7 +20,7 @@ class SignalsTest < Minitest::Test
       sleep 0.1
       puts "their handler ran: \#{got}"
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/refused: another SIGPROF handler is installed \(.*libruby/, stdout)
     assert_includes stdout, "their handler ran: 1"
   end
@@ -36,7 +36,7 @@ class SignalsTest < Minitest::Test
       end
       StackProf.stop
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match(/refused: another SIGPROF handler is installed .*stackprof/, stdout)
   end
 
@@ -49,7 +49,7 @@ class SignalsTest < Minitest::Test
       sleep 0.1
       puts "alive"
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_equal "alive\n", stdout
   end
 
@@ -74,7 +74,7 @@ class SignalsTest < Minitest::Test
       end
       puts "running: \#{Sonde.running?}"
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_equal "Errno::ENOENT\nrunning: true\n", stdout
   end
 
@@ -100,7 +100,7 @@ class SignalsTest < Minitest::Test
         puts "child exit: \#{$?.exitstatus}"
         Sonde.stop.write("parent.pprof")
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       assert_includes stdout, "child exit: 0"
       child = Sonde::Pprof.read(File.join(dir, "child.pprof"))
       names = child.samples.flat_map { |s| function_names(child, s) }.uniq
@@ -126,7 +126,7 @@ class SignalsTest < Minitest::Test
         Process.wait(pid)
         Sonde.stop
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       child_pid = Integer(File.read(File.join(dir, "child.pid")))
       child = Sonde::Pprof.read(File.join(dir, "child.pprof"))
       main_tids = child.samples.select { |s| s.labels["thread name"] == "main" }.map { |s| s.labels["thread id"] }.uniq

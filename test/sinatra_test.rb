@@ -47,7 +47,7 @@ class SinatraTest < Minitest::Test
         Sonde.stop.write(#{out.inspect})
         puts JSON.generate($spent)
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       spent = JSON.parse(stdout.lines.last)
       profile = Sonde::Pprof.read(out)
       # Over the samples in Object#burn, the app's measured truth (Sinatra's

@@ -35,7 +35,7 @@ class StackReuseTest < Minitest::Test
         profile.write(#{out.inspect})
         puts JSON.generate(profile.stats)
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       stats = JSON.parse(stdout.lines.last)
       profile = Sonde::Pprof.read(out)
       idle_samples = total(profile, "wall-samples") { |s| thread_name(s).start_with?("idle-") }
@@ -103,7 +103,7 @@ class StackReuseTest < Minitest::Test
         parked.join
         Sonde.stop.write(#{out.inspect})
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       profile = Sonde::Pprof.read(out)
       wall_index = profile.value_index("wall-time")
       wall = Hash.new(0)
@@ -167,7 +167,7 @@ class StackReuseTest < Minitest::Test
         parked.join
         Sonde.stop.write(#{out.inspect})
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       profile = Sonde::Pprof.read(out)
       wall_index = profile.value_index("wall-time")
       wall = Hash.new(0)

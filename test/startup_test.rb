@@ -89,7 +89,7 @@ class StartupTest < Minitest::Test
       hook = File.join(dir, "dump.rb")
       File.write(hook, "at_exit { File.write(#{dump.inspect}, $LOADED_FEATURES.join(\"\\n\")) }\n")
       _, stderr, status = run_ruby("-r#{hook}", *args, "-e", "1", env: env)
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       File.read(dump).split("\n")
     end
   end

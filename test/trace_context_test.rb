@@ -23,7 +23,7 @@ class TraceContextTest < Minitest::Test
         #{script}
         Sonde.stop.write(#{out.inspect})
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       assert_go_pprof_reads(out)
       Sonde::Pprof.read(out)
     end

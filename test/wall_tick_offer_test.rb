@@ -36,7 +36,7 @@ class WallTickOfferTest < Minitest::Test
         profile.write(#{out.inspect})
         puts JSON.generate(profile.stats.merge("elapsed" => elapsed))
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       stats = JSON.parse(stdout.lines.last)
       skip "no CPU timers here (#{stats.inspect})" unless stats["cpu_timers"]
 
@@ -99,7 +99,7 @@ class WallTickOfferTest < Minitest::Test
       puts JSON.generate(busy: busy, after: profile.stats, elapsed: elapsed, wall_s: wall / 1e9,
                          cpu_s: cpu_s, spin_s: spin_s)
     RUBY
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     facts = JSON.parse(stdout.lines.last)
     busy = facts["busy"]
     after = facts["after"]
@@ -145,7 +145,7 @@ class WallTickOfferTest < Minitest::Test
         Sonde.stop
         puts JSON.generate(busy: busy, cpu_s: cpu_s, spin_s: spin_s)
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       JSON.parse(stdout.lines.last)
     end
     runs.each { |facts| skip_unless_the_thread_had_its_core(facts) }

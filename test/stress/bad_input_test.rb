@@ -384,7 +384,7 @@ class BadInputOutputTest < Minitest::Test
       end
     RUBY
     stdout, stderr, status = SondeStress.run_ruby("-rsonde", "-e", script, "/nonexistent/dir/x.pprof", timeout: 60)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     assert_match %r{\Arefused ran=false: cannot write /nonexistent/dir/x\.pprof: directory /nonexistent/dir does not exist}, stdout
 
     dir = unwritable_even_for_root
@@ -440,7 +440,7 @@ class BadInputOutputTest < Minitest::Test
     argv = unprivileged([RbConfig.ruby, "-I#{SondeStress::LIB}", "-rsonde/auto", "-e",
                          '$stderr.puts "app ran, profiling=#{Sonde.running?}"'])
     _stdout, stderr, status = SondeStress.run_command({ "SONDE_EXPORT" => "dir:#{@read_only}" }, *argv, timeout: 60)
-    assert status.success?, stderr
+    assert_succeeded status, stderr
     lines = stderr.lines
     assert_equal 2, lines.size, stderr
     assert_match(%r{\Asonde/auto: not profiling process \d+: SONDE_EXPORT="dir:#{Regexp.escape(@read_only)}": not accepted: .*not writable.*; accepted: }, lines.first)

@@ -42,6 +42,12 @@ module SondeTestHelper
     Open3.capture3(env, RbConfig.ruby, "-I#{LIB}", *args, **options)
   end
 
+  # A child's exit status and stderr: a child killed by a signal, or one that
+  # exits non-zero without a word, still says how it ended.
+  def assert_succeeded(status, stderr)
+    assert status.success?, "the child process failed (#{status.inspect}):\n#{stderr}"
+  end
+
   # Runs test/workloads/NAME.rb, which profiles itself and prints one JSON
   # line of facts about what it really did; returns that Hash.
   def run_workload(name, *args, env: {})
