@@ -125,6 +125,13 @@ namespace :bench do
        ENV.fetch("SECONDS", "4")
   end
 
+  desc "What the timeline costs (entries per second, process CPU, profile size, stop time; on and off), " \
+       "interleaved rounds (ROUNDS=5 SECONDS=10 WAKERS=8, ~2 min); writes bench/TIMELINE_RESULTS.md"
+  task timeline: :compile do
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "timeline_cost.rb"), ENV.fetch("ROUNDS", "5"),
+       ENV.fetch("SECONDS", "10"), ENV.fetch("WAKERS", "8")
+  end
+
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
   task :peers do
     sh RbConfig.ruby, INSTALL_PEERS

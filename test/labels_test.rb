@@ -10,7 +10,7 @@ require_relative "support/test_helper"
 class LabelsTest < Minitest::Test
   include SondeTestHelper
 
-  OWN = ["thread id", "thread name", "state", "gc type", "gc reason"].freeze
+  OWN = ["thread id", "thread name", "state", "gc type", "gc reason", "end_timestamp_ns"].freeze
 
   # Profiles script in a child; returns {user labels => [cpu ns, wall ns]}.
   def labelled_totals(script)
@@ -27,7 +27,7 @@ class LabelsTest < Minitest::Test
         #{script}
         Sonde.stop.write(#{out.inspect})
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       profile = Sonde::Pprof.read(out)
       cpu = profile.value_index("cpu-time")
       wall = profile.value_index("wall-time")
@@ -147,7 +147,7 @@ class LabelsTest < Minitest::Test
         Sonde.with_labels(tenant: "globex") { other_work }
         Sonde.stop.write(#{out.inspect})
       RUBY
-      assert status.success?, stderr
+      assert_succeeded status, stderr
       top, err, go_status = Open3.capture3("go", "tool", "pprof", "-top", "-tagfocus=tenant=acme", out)
       assert go_status.success?, err
       assert_match(/acme_work/, top)

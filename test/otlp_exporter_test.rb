@@ -120,7 +120,8 @@ class OtlpExporterTest < Minitest::Test
 
   # The same samples as the pprof, read back through the dictionary: per
   # sample type, each (stack of function name, file and line; attributes;
-  # link) with the same summed value.
+  # link) with the same summed value and the same moments (timestamp and
+  # value), the moment no attribute.
   def test_round_trip_gives_the_pprofs_samples
     [ExporterTestHelpers.labelled_pprof_bytes, self.class.traced_pprof].each do |pprof|
       _, target = export_and_receive(pprof)
@@ -131,13 +132,18 @@ class OtlpExporterTest < Minitest::Test
         refute_empty expected, type if %w[cpu-time wall-time].include?(type)
         assert_equal expected, received_samples(message, type), "samples of #{type}"
       end
+      # The traced profile was recorded with a timeline: its moments go too.
+      next unless pprof.equal?(self.class.traced_pprof)
+
+      assert(decoded.samples.any? { |sample| sample.labels.key?("end_timestamp_ns") })
+      assert(received_samples(message, "cpu-time").values.any? { |_, timed| !timed.empty? })
     end
   end
 
   def test_a_sample_in_a_span_links_to_it
     _, target = export_and_receive(self.class.traced_pprof)
     message = decoded_request(target.requests.fetch(0))
-    samples = received_samples(message, "cpu-time")
+    samples = received_totals(message, "cpu-time")
     in_span = samples.keys.select { |_, _, link| link }
     refute_empty in_span
     in_span.each do |_, attributes, link|
@@ -198,7 +204,7 @@ class OtlpExporterTest < Minitest::Test
     assert_operator requests.size, :>=, 2, "a period each second and the last at exit"
     burned = requests.sum do |request|
       message = decoded_request(request)
-      received_samples(message, "cpu-time").sum { |(frames, _, _), value| frames.any? { |name, _, _| name == "Object#burn" } ? value : 0 }
+      received_totals(message, "cpu-time").sum { |(frames, _, _), value| frames.any? { |name, _, _| name == "Object#burn" } ? value : 0 }
     end
     # Each period holds the CPU burned in it: together, the 1.6 s burned.
     assert_in_delta 1.6, burned / 1e9, 0.25
@@ -212,32 +218,57 @@ class OtlpExporterTest < Minitest::Test
 
   private
 
+  # {[frames, attributes, link] => [untimed sum, [[timestamp, value], ...] in time order]}
   def expected_samples(decoded, index)
-    decoded.samples.each_with_object(Hash.new(0)) do |sample, sums|
+    observed = decoded.samples.each_with_object({}) do |sample, sums|
       value = sample.values.fetch(index)
       next if value.zero?
 
       labels = sample.labels.transform_keys { |name| { "thread id" => "thread.id", "thread name" => "thread.name" }.fetch(name, name) }
+      at = labels.delete("end_timestamp_ns")
       link = nil
       if labels.key?("trace_id") && labels.key?("span_id")
         link = [labels.delete("trace_id"), labels.delete("span_id")]
       end
       frames = decoded.frames(sample).map { |function, line| [function.name, function.filename, line] }
-      sums[[frames, labels, link]] += value
+      entry = (sums[[frames, labels, link]] ||= [0, []])
+      at ? entry[1] << [at, value] : entry[0] += value
     end
+    observed.each_value { |_, timed| timed.sort! }
   end
 
+  # The same shape, from the request: a Sample with timestamps has one
+  # value per timestamp, one without has one value; every timestamp within
+  # its Profile's time span.
   def received_samples(message, type)
     dictionary = field(message, "dictionary")
     strings = dictionary.fetch("string_table")
     profiles = field(message.fetch("resource_profiles").first, "scope_profiles").fetch("profiles")
     profile = profiles.find { |p| strings[field(field(p, "sample_type"), "type_strindex")] == type }
-    (profile || {}).fetch("samples", []).each_with_object(Hash.new(0)) do |sample, sums|
+    return {} unless profile
+
+    start = field(profile, "time_unix_nano")
+    span = (start...start + field(profile, "duration_nano"))
+    observed = profile.fetch("samples", []).each_with_object({}) do |sample, sums|
       values = sample.fetch("values")
-      assert_equal 1, values.size
-      sums[[frames_of(dictionary, field(sample, "stack_index")), attributes_of(dictionary, sample),
-            link_of(dictionary, field(sample, "link_index"))]] += values.first
+      timestamps = sample.fetch("timestamps_unix_nano", [])
+      entry = (sums[[frames_of(dictionary, field(sample, "stack_index")), attributes_of(dictionary, sample),
+                     link_of(dictionary, field(sample, "link_index"))]] ||= [0, []])
+      if timestamps.empty?
+        assert_equal 1, values.size
+        entry[0] += values.first
+      else
+        assert_equal timestamps.size, values.size, "one value per timestamp"
+        assert timestamps.all? { |at| span.cover?(at) }, "timestamps within the profile's span"
+        entry[1].concat(timestamps.zip(values))
+      end
     end
+    observed.each_value { |_, timed| timed.sort! }
+  end
+
+  # {[frames, attributes, link] => total value}, moments or not.
+  def received_totals(message, type)
+    received_samples(message, type).transform_values { |untimed, timed| untimed + timed.sum(&:last) }
   end
 
   def frames_of(dictionary, stack_index)

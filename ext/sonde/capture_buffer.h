@@ -35,6 +35,7 @@ typedef struct {
   uint8_t flags; // CAPTURE_* bits
   int32_t tid;   // the Linux thread id of the thread that captured
   int64_t cpu_ns; // CPU time the thread used since its previous CPU sample (CAPTURE_CPU)
+  int64_t at_ns;  // CLOCK_MONOTONIC when the handler ran (CAPTURE_CPU, CAPTURE_WALL)
   uint64_t sequence; // order of capture, from capture_buffer_next_sequence
   uint32_t label_set; // the thread's label set then (labels.h), 0 for none
   trace_context trace; // the thread's trace context then (labels.h), all zero for none

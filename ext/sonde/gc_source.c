@@ -40,6 +40,7 @@ struct gc_source {
   int64_t gc_tid; // the thread that ran the GC
   int64_t pending_wall_ns;
   int64_t pending_cpu_ns;
+  int64_t last_exit_ns; // when the latest pending GC ended (3.3+), 0 when polled
   // Polling.
   int64_t total_time_seen_ns; // the GC clock at the previous poll, -1 when unreadable
   size_t count_seen;          // GC.count at the previous poll
@@ -86,7 +87,8 @@ static void on_gc_event_no_alloc(VALUE tracepoint, void *data) {
       break;
     case RUBY_INTERNAL_EVENT_GC_EXIT: {
       if (gc->started_wall_ns == 0) return; // enabled mid-GC
-      gc->pending_wall_ns += clocks_monotonic_ns() - gc->started_wall_ns;
+      gc->last_exit_ns = clocks_monotonic_ns();
+      gc->pending_wall_ns += gc->last_exit_ns - gc->started_wall_ns;
       if (gc->started_cpu_ns >= 0) {
         int64_t cpu = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
         if (cpu >= 0) gc->pending_cpu_ns += cpu - gc->started_cpu_ns;
@@ -169,14 +171,15 @@ uint8_t gc_source_latest_gc_state(void) {
 // The record of a thread Sonde met goes through its context's recorder
 // entry, so the recorder looks up one sample, not a thread by its name
 // and a stack by its frame too.
-static bool record_for_context(gc_source *gc, recorder *rec, thread_context *context, const int64_t *values) {
+static bool record_for_context(gc_source *gc, recorder *rec, thread_context *context, const int64_t *values,
+                               int64_t at_ns) {
   uint64_t generation = recorder_generation(rec);
   if (gc->stack_generation != generation) {
     recorder_frame frame = {.frame_id = stacks_gc_frame_id(), .line = 0};
     if (recorder_intern_stack(rec, &frame, 1, &gc->stack_id) != 0) return false;
     gc->stack_generation = generation;
   }
-  recorder_context sample_context = {.state = gc_source_latest_gc_state()};
+  recorder_context sample_context = {.state = gc_source_latest_gc_state(), .at_ns = at_ns};
   return thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
          recorder_add(rec, gc->stack_id, &sample_context, values) == 0;
 }
@@ -201,8 +204,13 @@ bool gc_source_record_pending(sonde_run *run, bool names_fresh) {
   if (gc->gc_tid == 0) gc->gc_tid = gc->last_running_tid;
   if (gc->gc_tid == 0) return true;
   int64_t wall = gc->pending_wall_ns, cpu = gc->pending_cpu_ns;
+  // The GCs since the previous pass are one sample, placed on the
+  // timeline as ending with the latest of them (polled: now, when the GC
+  // clock was read).
+  int64_t at_ns = gc->last_exit_ns != 0 ? gc->last_exit_ns : clocks_monotonic_ns();
   gc->pending_wall_ns = 0;
   gc->pending_cpu_ns = 0;
+  gc->last_exit_ns = 0;
 
   thread_context *context = gc->gc_tid ? thread_contexts_find_by_tid(run->contexts, gc->gc_tid) : NULL;
   // A GC run by a muted thread (a live capture's own request, which
@@ -226,7 +234,7 @@ bool gc_source_record_pending(sonde_run *run, bool names_fresh) {
   recorder *rec = recorder_slots_active(run->slots);
   bool recorded;
   if (context != NULL) {
-    recorded = record_for_context(gc, rec, context, values);
+    recorded = record_for_context(gc, rec, context, values, at_ns);
   } else {
     char own_name[THREAD_NAME_SIZE];
     name_own_thread(run->own, gc->gc_tid, own_name, sizeof(own_name));

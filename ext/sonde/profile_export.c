@@ -17,6 +17,7 @@
 #include "profile_export.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <ruby/encoding.h>
 #include <ruby/st.h>
@@ -46,6 +47,12 @@ typedef struct {
   uint64_t *stack;         // one sample's pprof location ids
   int64_t label_thread_id, label_thread_name, label_state, label_gc_type, label_gc_reason;
   int64_t label_trace_id, label_span_id, label_local_root_span_id, label_allocation_class;
+  int64_t label_end_timestamp;
+  // The timeline's entries by sample: sample s's are entries
+  // timeline_order[timeline_starts[s]] .. [timeline_starts[s + 1] - 1].
+  const timeline_log *timeline; // NULL: the run kept no timeline
+  size_t *timeline_starts;
+  size_t *timeline_order;
   st_table *class_names;   // object class -> string index
   int64_t *thread_names;   // recorder thread index -> string index
   uint8_t *gzip;
@@ -188,7 +195,8 @@ static void add_header(export_run *run) {
   run->label_span_id = pprof_cstring(builder, PROFILE_LABEL_SPAN_ID);
   run->label_local_root_span_id = pprof_cstring(builder, PROFILE_LABEL_LOCAL_ROOT_SPAN_ID);
   run->label_allocation_class = pprof_cstring(builder, PROFILE_LABEL_ALLOCATION_CLASS);
-  check(run->label_allocation_class > 0);
+  run->label_end_timestamp = pprof_cstring(builder, PROFILE_LABEL_END_TIMESTAMP_NS);
+  check(run->label_allocation_class > 0 && run->label_end_timestamp > 0);
   check(run->label_thread_id > 0 && run->label_thread_name > 0 && run->label_state > 0 && run->label_gc_type > 0 &&
         run->label_gc_reason > 0 && run->label_trace_id > 0 && run->label_span_id > 0 &&
         run->label_local_root_span_id > 0);
@@ -276,6 +284,94 @@ static int64_t class_name_index(export_run *run, uint64_t object_class) {
   return index;
 }
 
+// Groups the timeline's entries by sample (a counting sort: the entries
+// stay in the order they were taken within each sample).
+static void group_timeline(export_run *run) {
+  run->timeline = recorder_timeline(run->rec);
+  if (run->timeline == NULL) return;
+  size_t samples = recorder_sample_count(run->rec), entries = timeline_log_count(run->timeline);
+  run->timeline_starts = checked_calloc(samples + 1, sizeof(size_t));
+  run->timeline_order = checked_calloc(entries ? entries : 1, sizeof(size_t));
+  for (size_t e = 0; e < entries; e++) {
+    uint32_t sample = timeline_log_at(run->timeline, e).sample_index;
+    if (sample < samples) run->timeline_starts[sample + 1]++;
+  }
+  for (size_t s = 0; s < samples; s++) run->timeline_starts[s + 1] += run->timeline_starts[s];
+  size_t *next = checked_calloc(samples ? samples : 1, sizeof(size_t));
+  for (size_t s = 0; s < samples; s++) next[s] = run->timeline_starts[s];
+  for (size_t e = 0; e < entries; e++) {
+    uint32_t sample = timeline_log_at(run->timeline, e).sample_index;
+    if (sample < samples) run->timeline_order[next[sample]++] = e;
+  }
+  free(next);
+}
+
+// The labels every pprof sample of this recorder sample carries; returns
+// how many. labels has room for them and one more (the timestamp).
+static size_t sample_labels(export_run *run, const recorder_sample *sample, pprof_label *labels) {
+  recorder_thread thread = recorder_thread_at(run->rec, sample->thread_index);
+  int64_t state = pprof_cstring(run->builder, thread_state_name(sample->state));
+  check(state > 0);
+  labels[0] = (pprof_label){.key = run->label_thread_id, .num = thread.thread_id};
+  labels[1] = (pprof_label){.key = run->label_thread_name, .str = run->thread_names[sample->thread_index]};
+  labels[2] = (pprof_label){.key = run->label_state, .str = state};
+  size_t label_count = 3;
+  const char *gc_type, *gc_reason;
+  if (thread_state_gc_labels(sample->state, &gc_type, &gc_reason)) {
+    labels[label_count++] = (pprof_label){.key = run->label_gc_type, .str = pprof_cstring(run->builder, gc_type)};
+    labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
+    check(labels[3].str > 0 && labels[4].str > 0);
+  }
+  if (sample->object_class != 0 || sample->values[RECORDER_ALLOC_SAMPLES] != 0 ||
+      sample->values[RECORDER_HEAP_LIVE_SAMPLES] != 0) {
+    labels[label_count++] =
+        (pprof_label){.key = run->label_allocation_class, .str = class_name_index(run, sample->object_class)};
+  }
+  label_count += add_trace_labels(run, &sample->trace, labels + label_count);
+  label_count += add_label_set(run, sample->label_set, labels + label_count);
+  return label_count;
+}
+
+static void add_pprof_sample(export_run *run, const recorder_sample *sample, const int64_t *recorder_values,
+                             const pprof_label *labels, size_t label_count) {
+  int64_t values[RECORDER_VALUE_COUNT];
+  for (size_t v = 0; v < run->value_count; v++) values[v] = recorder_values[run->value_indexes[v]];
+  check(pprof_add_sample(run->builder, run->stack, sample->depth, values, run->value_count, labels, label_count) == 0);
+}
+
+// A sample with a timeline is written as each of its moments, a pprof
+// sample with the "end_timestamp_ns" label (epoch nanoseconds), plus what
+// no moment holds (the log's dropped entries, allocation values) as one
+// more without it: the totals are the aggregate's either way.
+static void add_sample_with_moments(export_run *run, const recorder_sample *sample, pprof_label *labels,
+                                    size_t label_count, size_t index) {
+  size_t first = run->timeline_starts[index], end = run->timeline_starts[index + 1];
+  int64_t untimed[RECORDER_VALUE_COUNT];
+  memcpy(untimed, sample->values, sizeof(untimed));
+  for (size_t i = first; i < end; i++) {
+    timeline_entry entry = timeline_log_at(run->timeline, run->timeline_order[i]);
+    untimed[RECORDER_CPU_TIME_NS] -= entry.cpu_ns;
+    untimed[RECORDER_CPU_SAMPLES] -= entry.cpu_samples;
+    untimed[RECORDER_WALL_TIME_NS] -= entry.wall_ns;
+    untimed[RECORDER_WALL_SAMPLES] -= entry.wall_samples;
+    untimed[RECORDER_GVL_WAIT_NS] -= entry.gvl_wait_ns;
+  }
+  bool any_untimed = first == end;
+  for (size_t v = 0; v < run->value_count; v++) any_untimed = any_untimed || untimed[run->value_indexes[v]] != 0;
+  if (any_untimed) add_pprof_sample(run, sample, untimed, labels, label_count);
+  for (size_t i = first; i < end; i++) {
+    timeline_entry entry = timeline_log_at(run->timeline, run->timeline_order[i]);
+    const int64_t timed[RECORDER_VALUE_COUNT] = {
+        [RECORDER_CPU_TIME_NS] = entry.cpu_ns,   [RECORDER_CPU_SAMPLES] = entry.cpu_samples,
+        [RECORDER_WALL_TIME_NS] = entry.wall_ns, [RECORDER_WALL_SAMPLES] = entry.wall_samples,
+        [RECORDER_GVL_WAIT_NS] = entry.gvl_wait_ns,
+    };
+    labels[label_count] = (pprof_label){.key = run->label_end_timestamp,
+                                        .num = entry.at_ns + run->times->monotonic_to_epoch_ns};
+    add_pprof_sample(run, sample, timed, labels, label_count + 1);
+  }
+}
+
 static void add_samples(export_run *run) {
   size_t count = recorder_sample_count(run->rec);
   size_t stack_capacity = 0;
@@ -290,32 +386,13 @@ static void add_samples(export_run *run) {
     for (uint32_t depth = 0; depth < sample.depth; depth++) {
       run->stack[depth] = run->location_ids[sample.location_indexes[depth]];
     }
-    recorder_thread thread = recorder_thread_at(run->rec, sample.thread_index);
-    int64_t state = pprof_cstring(run->builder, thread_state_name(sample.state));
-    check(state > 0);
-    pprof_label labels[5 + 3 + 1 + SAMPLE_MAX_LABELS] = {
-        {.key = run->label_thread_id, .num = thread.thread_id},
-        {.key = run->label_thread_name, .str = run->thread_names[sample.thread_index]},
-        {.key = run->label_state, .str = state},
-    };
-    size_t label_count = 3;
-    const char *gc_type, *gc_reason;
-    if (thread_state_gc_labels(sample.state, &gc_type, &gc_reason)) {
-      labels[label_count++] = (pprof_label){.key = run->label_gc_type, .str = pprof_cstring(run->builder, gc_type)};
-      labels[label_count++] = (pprof_label){.key = run->label_gc_reason, .str = pprof_cstring(run->builder, gc_reason)};
-      check(labels[3].str > 0 && labels[4].str > 0);
+    pprof_label labels[5 + 3 + 1 + SAMPLE_MAX_LABELS + 1];
+    size_t label_count = sample_labels(run, &sample, labels);
+    if (run->timeline) {
+      add_sample_with_moments(run, &sample, labels, label_count, i);
+    } else {
+      add_pprof_sample(run, &sample, sample.values, labels, label_count);
     }
-    if (sample.object_class != 0 || sample.values[RECORDER_ALLOC_SAMPLES] != 0 ||
-        sample.values[RECORDER_HEAP_LIVE_SAMPLES] != 0) {
-      labels[label_count++] =
-          (pprof_label){.key = run->label_allocation_class, .str = class_name_index(run, sample.object_class)};
-    }
-    label_count += add_trace_labels(run, &sample.trace, labels + label_count);
-    label_count += add_label_set(run, sample.label_set, labels + label_count);
-    int64_t values[RECORDER_VALUE_COUNT];
-    for (size_t v = 0; v < run->value_count; v++) values[v] = sample.values[run->value_indexes[v]];
-    check(pprof_add_sample(run->builder, run->stack, sample.depth, values, run->value_count, labels, label_count) ==
-          0);
   }
 }
 
@@ -338,6 +415,7 @@ static VALUE build(VALUE arg) {
   add_header(run);
   add_locations(run);
   add_thread_names(run);
+  group_timeline(run);
   add_samples(run);
   add_comments(run);
   // The expensive part (serializing and gzip) is pure C on the builder's
@@ -362,6 +440,8 @@ static VALUE release(VALUE arg) {
   free(run->location_ids);
   free(run->stack);
   free(run->thread_names);
+  free(run->timeline_starts);
+  free(run->timeline_order);
   free(run->gzip);
   return Qnil;
 }
@@ -404,6 +484,7 @@ VALUE profile_export_names(void) {
       {"gc_reason", PROFILE_LABEL_GC_REASON}, {"trace_id", PROFILE_LABEL_TRACE_ID},
       {"span_id", PROFILE_LABEL_SPAN_ID},     {"local_root_span_id", PROFILE_LABEL_LOCAL_ROOT_SPAN_ID},
       {"allocation_class", PROFILE_LABEL_ALLOCATION_CLASS},
+      {"end_timestamp_ns", PROFILE_LABEL_END_TIMESTAMP_NS},
   };
   VALUE names = rb_hash_new();
   rb_hash_aset(names, ID2SYM(rb_intern("sample_types")), frozen_pair_hash(types, sizeof(types) / sizeof(types[0])));

@@ -16,6 +16,7 @@ typedef struct {
   int64_t start_epoch_ns;
   int64_t duration_ns;
   int64_t period_ns; // the sampling interval asked for
+  int64_t monotonic_to_epoch_ns; // added to a CLOCK_MONOTONIC moment, the epoch's (timeline)
   bool allocations;  // alloc-samples
   bool heap;         // heap-live-samples, heap-live-size
 } profile_export_times;

@@ -36,5 +36,9 @@
 #define PROFILE_LABEL_TRACE_ID "trace_id"
 #define PROFILE_LABEL_SPAN_ID "span_id"
 #define PROFILE_LABEL_LOCAL_ROOT_SPAN_ID "local_root_span_id"
+// With a timeline (timeline: true): the moment a CPU or wall sample ended,
+// in nanoseconds since the Unix epoch (a number label; Datadog's backend
+// reads this name). A wall sample covers [end - wall-time, end].
+#define PROFILE_LABEL_END_TIMESTAMP_NS "end_timestamp_ns"
 
 #endif

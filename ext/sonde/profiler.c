@@ -32,6 +32,7 @@
 #include "signal_sampler.h"
 #include "signals.h"
 #include "stacks.h"
+#include "stats.h"
 #include "thread_contexts.h"
 #include "trigger_park.h"
 #include "vm.h"
@@ -50,6 +51,13 @@ static const event_source *const SOURCES[] = {&gc_event_source, &cpu_timer_sourc
 #define CAPTURE_SLOTS_MAX 128
 #define CAPTURE_SLOTS_MIN 16
 #define CAPTURE_BUDGET_BYTES (4 * 1024 * 1024)
+
+// The timeline's bound per period and recorder: 40-byte entries, so at
+// most 10 MB each. A thread busy at 100 Hz logs about 200 to 400 entries
+// a second (a CPU sample and one to three wall parts per tick), 0.5 to
+// 1 MB a minute; an idle one, a wall sample per pass it is seen in.
+// Past the bound the oldest entries give way (stats: timeline_dropped).
+#define TIMELINE_ENTRIES_PER_PERIOD 250000
 
 typedef struct {
   sonde_run run;
@@ -155,6 +163,7 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
   run->gc = gc_source_new(settings->record_gc);
   run->scheduler = scheduler_new(settings, run->start_monotonic_ns);
   bool ok = run->slots && run->contexts && run->pass && run->gc && run->scheduler;
+  if (settings->timeline && run->slots) ok = ok && recorder_slots_enable_timeline(run->slots, TIMELINE_ENTRIES_PER_PERIOD) == 0;
   if (settings->alloc_interval > 0) {
     run->alloc = alloc_source_new(settings);
     ok = ok && run->alloc;
@@ -253,7 +262,8 @@ static bool boolean_setting(VALUE settings, const char *key) {
 
 // Native.start(settings) -> true. settings: the frozen Hash of
 // Options#native_settings: {rate:, max_frames:, signals:, overhead_target:,
-// gc:, alloc_interval: (0: allocations not sampled), heap:, alloc_duty:},
+// gc:, alloc_interval: (0: allocations not sampled), heap:, alloc_duty:,
+// timeline:},
 // and optionally muted_thread: a Thread muted from the start (a live
 // capture's request thread, which waits for the GVL inside this call).
 static VALUE native_start(VALUE self, VALUE settings_hash) {
@@ -267,6 +277,7 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
   long alloc_interval = NUM2LONG(setting(settings_hash, "alloc_interval"));
   bool heap = boolean_setting(settings_hash, "heap");
   double alloc_duty = NUM2DBL(setting(settings_hash, "alloc_duty"));
+  bool timeline = boolean_setting(settings_hash, "timeline");
   if (rate_hz <= 0 || rate_hz > NANOS_PER_SECOND) rb_raise(rb_eArgError, "rate out of range");
   if (frames <= 0 || frames > UINT32_MAX - 1) rb_raise(rb_eArgError, "max_frames out of range: %ld", frames);
   if (!(target > 0 && target <= 100)) rb_raise(rb_eArgError, "overhead_target out of range");
@@ -287,6 +298,7 @@ static VALUE native_start(VALUE self, VALUE settings_hash) {
       .alloc_interval = (uint32_t)alloc_interval,
       .heap = heap,
       .alloc_duty = alloc_duty,
+      .timeline = timeline,
   };
 
   VALUE holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, NULL);
@@ -324,6 +336,10 @@ static VALUE stats_hash(const profiler_state *state) {
   rb_hash_aset(hash, ID2SYM(rb_intern("signals")), run->settings.use_signals ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("gc")), run->settings.record_gc ? Qtrue : Qfalse);
   rb_hash_aset(hash, ID2SYM(rb_intern("overhead_target")), DBL2NUM(run->settings.overhead_target_percent));
+  uint64_t timeline_logged, timeline_dropped;
+  recorder_slots_timeline_counts(run->slots, &timeline_logged, &timeline_dropped);
+  stats_put_count(hash, "timeline_samples", timeline_logged);
+  stats_put_count(hash, "timeline_dropped", timeline_dropped);
   ractor_accounting_add_stats(&state->ractors, recorder_slots_active(run->slots), hash);
   return hash;
 }
@@ -341,6 +357,7 @@ static VALUE period_result(profiler_state *state, const recorder_period *period,
       .start_epoch_ns = period->start_epoch_ns,
       .duration_ns = period->duration_ns,
       .period_ns = state->run.settings.interval_ns,
+      .monotonic_to_epoch_ns = state->run.start_epoch_ns - state->run.start_monotonic_ns,
       .allocations = alloc_source_samples_allocations(&state->run),
       .heap = alloc_source_tracks_heap(&state->run),
   };

@@ -138,6 +138,7 @@ struct recorder {
   uint32_t *scratch; // the location indexes of the stack being recorded
   uint32_t scratch_capacity;
   uint64_t generation; // bumped by recorder_clear: ids handed out before it are void
+  timeline_log *timeline; // NULL unless recorder_enable_timeline
   long allocations_allowed; // UNLIMITED_ALLOCATIONS, or how many may still succeed (tests)
 };
 
@@ -540,6 +541,7 @@ void recorder_free(recorder *rec) {
   free(rec->samples.entries);
   free(rec->samples.index.slots);
   free(rec->scratch);
+  timeline_log_free(rec->timeline);
   free(rec);
 }
 
@@ -555,7 +557,19 @@ void recorder_clear(recorder *rec) {
   hash_index_clear(&rec->threads.index);
   rec->samples.count = 0;
   hash_index_clear(&rec->samples.index);
+  if (rec->timeline) timeline_log_clear(rec->timeline);
 }
+
+int recorder_enable_timeline(recorder *rec, size_t capacity) {
+  if (!rec) return -1;
+  if (rec->timeline) return 0;
+  rec->timeline = allocation_permitted(rec) ? timeline_log_new(capacity) : NULL;
+  return rec->timeline ? 0 : -1;
+}
+
+const timeline_log *recorder_timeline(const recorder *rec) { return rec->timeline; }
+
+timeline_log *recorder_timeline_for_testing(recorder *rec) { return rec->timeline; }
 
 // ---------------------------------------------------------------------------
 // Recording.
@@ -739,6 +753,24 @@ int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_
   return 0;
 }
 
+// Only the time sample types have a moment: an allocation is not a span.
+static void log_timed_sample(timeline_log *log, uint32_t sample_index, int64_t at_ns, const int64_t *values) {
+  if (values[RECORDER_CPU_TIME_NS] == 0 && values[RECORDER_CPU_SAMPLES] == 0 && values[RECORDER_WALL_TIME_NS] == 0 &&
+      values[RECORDER_WALL_SAMPLES] == 0) {
+    return;
+  }
+  timeline_entry entry = {
+      .at_ns = at_ns,
+      .cpu_ns = values[RECORDER_CPU_TIME_NS],
+      .wall_ns = values[RECORDER_WALL_TIME_NS],
+      .gvl_wait_ns = values[RECORDER_GVL_WAIT_NS],
+      .sample_index = sample_index,
+      .cpu_samples = (uint16_t)(values[RECORDER_CPU_SAMPLES] > UINT16_MAX ? UINT16_MAX : values[RECORDER_CPU_SAMPLES]),
+      .wall_samples = (uint16_t)(values[RECORDER_WALL_SAMPLES] > UINT16_MAX ? UINT16_MAX : values[RECORDER_WALL_SAMPLES]),
+  };
+  timeline_log_append(log, &entry);
+}
+
 int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]) {
   if (!rec || !values || !context || stack_id >= rec->stacks.count || context->thread_index >= rec->threads.count)
@@ -756,6 +788,7 @@ int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *conte
     sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
   }
   add_values(rec->samples.entries[sample_index].values, values);
+  if (rec->timeline && context->at_ns != 0) log_timed_sample(rec->timeline, sample_index, context->at_ns, values);
   return 0;
 }
 

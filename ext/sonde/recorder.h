@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "timeline_log.h"
 #include "trace_context.h"
 
 // Values kept per sample, in this order (the pprof sample types).
@@ -45,13 +46,16 @@ typedef struct {
 // byte, its label set, its trace context and, for allocation and heap
 // samples, the allocated object's class. The recorder keys samples on
 // (stack, context); state, label_set, trace and object_class are opaque
-// numbers to it (0 and all-zero: none).
+// numbers to it (0 and all-zero: none). at_ns is not part of the key: it
+// is when the sample ended (CLOCK_MONOTONIC), for the timeline (0: no
+// moment, the sample is only summed).
 typedef struct {
   uint32_t thread_index; // from recorder_intern_thread
   uint8_t state;
   uint32_t label_set;
   trace_context trace;
   uint64_t object_class;
+  int64_t at_ns;
 } recorder_context;
 
 // One aggregated sample, as read back for export.
@@ -72,9 +76,21 @@ typedef struct recorder recorder;
 recorder *recorder_new(void);
 void recorder_free(recorder *rec);
 
-// Forgets every sample, stack, location and thread; keeps the allocated
-// capacity so the next period records without allocating again.
+// Forgets every sample, stack, location and thread (and the timeline's
+// entries); keeps the allocated capacity so the next period records
+// without allocating again.
 void recorder_clear(recorder *rec);
+
+// From now on, each recorder_add with a moment (context at_ns != 0) and a
+// CPU or wall value also goes into a timeline log of at most capacity
+// entries (timeline_log.h): the aggregate stays whole, the log says when.
+// Returns 0, or -1 when out of memory (no timeline). Idempotent.
+int recorder_enable_timeline(recorder *rec, size_t capacity);
+
+// The timeline log, or NULL when not enabled. Its entries' sample_index
+// are recorder_sample_at indexes; valid until the next recorder_clear.
+const timeline_log *recorder_timeline(const recorder *rec);
+timeline_log *recorder_timeline_for_testing(recorder *rec);
 
 // Adds values to the sample for this stack (frames leaf first), thread and
 // state, creating it if new. Threads are told apart by (thread_id, name): a

@@ -35,6 +35,32 @@ void recorder_slots_free(recorder_slots *slots) {
   free(slots);
 }
 
+int recorder_slots_enable_timeline(recorder_slots *slots, size_t capacity) {
+  for (int i = 0; i < RECORDER_SLOTS; i++) {
+    if (recorder_enable_timeline(slots->recorders[i], capacity) != 0) return -1;
+  }
+  return 0;
+}
+
+bool recorder_slots_bound_timeline_for_testing(recorder_slots *slots, size_t capacity) {
+  for (int i = 0; i < RECORDER_SLOTS; i++) {
+    timeline_log *log = recorder_timeline_for_testing(slots->recorders[i]);
+    if (log == NULL || timeline_log_set_capacity_for_testing(log, capacity) != 0) return false;
+  }
+  return true;
+}
+
+void recorder_slots_timeline_counts(const recorder_slots *slots, uint64_t *logged, uint64_t *dropped) {
+  *logged = 0;
+  *dropped = 0;
+  for (int i = 0; i < RECORDER_SLOTS; i++) {
+    const timeline_log *log = recorder_timeline(slots->recorders[i]);
+    if (log == NULL) continue;
+    *logged += timeline_log_appended(log);
+    *dropped += timeline_log_dropped(log);
+  }
+}
+
 recorder *recorder_slots_active(const recorder_slots *slots) { return slots->recorders[slots->active]; }
 
 recorder_period recorder_slots_final_period(const recorder_slots *slots, int64_t end_monotonic_ns) {

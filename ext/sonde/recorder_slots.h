@@ -7,6 +7,7 @@
 #define SONDE_RECORDER_SLOTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "recorder.h"
@@ -17,6 +18,18 @@
 // The period started at start (monotonic and epoch). NULL when out of memory.
 recorder_slots *recorder_slots_new(int64_t start_monotonic_ns, int64_t start_epoch_ns);
 void recorder_slots_free(recorder_slots *slots);
+
+// Both recorders keep a timeline of at most capacity entries per period
+// (recorder_enable_timeline). Returns 0, or -1 when out of memory.
+int recorder_slots_enable_timeline(recorder_slots *slots, size_t capacity);
+
+// Tests only: bounds both timelines to capacity entries (see
+// timeline_log_set_capacity_for_testing). False without a timeline.
+bool recorder_slots_bound_timeline_for_testing(recorder_slots *slots, size_t capacity);
+
+// Timed samples logged over the run, and those the bound dropped (both
+// recorders; 0 and 0 without a timeline).
+void recorder_slots_timeline_counts(const recorder_slots *slots, uint64_t *logged, uint64_t *dropped);
 
 // The recorder sampling writes into now.
 recorder *recorder_slots_active(const recorder_slots *slots);

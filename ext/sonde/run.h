@@ -31,6 +31,7 @@ typedef struct {
   uint32_t alloc_interval; // sample one allocation in this many on average; 0: allocations not sampled
   bool heap;               // track the sampled objects that stay alive (needs alloc_interval)
   double alloc_duty;       // share of ticks during which allocations are listened to, (0, 1]
+  bool timeline;           // keep each CPU and wall sample's moment too (timeline_log.h)
 } run_settings;
 
 typedef struct sonde_run {

@@ -209,7 +209,7 @@ static void record_uncovered_cpu(sonde_run *run, thread_context *context, int64_
   } else {
     depth = 1;
   }
-  recorder_context sample_context = {.state = VM_THREAD_RUNNING};
+  recorder_context sample_context = {.state = VM_THREAD_RUNNING, .at_ns = clocks_monotonic_ns()};
   if (has_stack) {
     sample_context.label_set = labels_of_thread(context->thread);
     labels_trace_of_thread(context->thread, &sample_context.trace);
@@ -421,7 +421,8 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
     pass->unattributed++;
   } else {
     uint32_t stack_id;
-    recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace};
+    recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace,
+                                       .at_ns = captured->at_ns};
     recorded = recorder_intern_stack_hinted(rec, frames, depth, &context->stack_hint, &stack_id) == 0 &&
                thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
                recorder_add(rec, stack_id, &sample_context, values) == 0;
@@ -622,13 +623,15 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
     pass->dropped_samples++;
     return;
   }
+  // Off the GVL first, then queued for it, up to the resume.
   struct {
     uint8_t state;
     int64_t wall;
     int64_t samples;
+    int64_t ended_ns;
   } parts[] = {
-      {context->off_state_at_previous_sample, off, 1},
-      {VM_THREAD_WAITING_FOR_GVL, waiting, 0},
+      {context->off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
+      {VM_THREAD_WAITING_FOR_GVL, waiting, 0, info->first_resume_ns},
   };
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
     if (parts[i].wall == 0 && parts[i].samples == 0) continue;
@@ -638,7 +641,8 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
         [RECORDER_GVL_WAIT_NS] = parts[i].state == VM_THREAD_WAITING_FOR_GVL ? parts[i].wall : 0,
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = parts[i].state,
-                                       .label_set = context->label_set, .trace = context->trace};
+                                       .label_set = context->label_set, .trace = context->trace,
+                                       .at_ns = parts[i].ended_ns};
     if (recorder_add(rec, context->stack_id, &sample_context, values) != 0) {
       pass->dropped_samples++;
       return;
@@ -763,7 +767,21 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
       {VM_THREAD_WAITING_FOR_GVL, &split.waiting},
       {off_state, &split.off},
   };
-  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+  enum { PART_COUNT = sizeof(parts) / sizeof(parts[0]) };
+  // On the timeline the parts tile the time up to now, the part of the
+  // state the thread is in now last: GVL times say how long each state
+  // lasted, not when, and the state now is the one that lasts until now.
+  int64_t ended_ns[PART_COUNT];
+  int64_t tile_end = now - split.holding - split.waiting - split.off;
+  for (size_t i = 0; i < PART_COUNT; i++) {
+    if (parts[i].wall == now_part) continue;
+    tile_end += *parts[i].wall;
+    ended_ns[i] = tile_end;
+  }
+  for (size_t i = 0; i < PART_COUNT; i++) {
+    if (parts[i].wall == now_part) ended_ns[i] = now;
+  }
+  for (size_t i = 0; i < PART_COUNT; i++) {
     bool is_now = parts[i].wall == now_part, is_cpu = cpu_from_pass && parts[i].wall == cpu_part;
     if (*parts[i].wall == 0 && !is_now && !is_cpu) continue;
     int64_t values[RECORDER_VALUE_COUNT] = {
@@ -774,7 +792,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
         [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = (uint8_t)parts[i].state,
-                                       .label_set = label_set, .trace = trace};
+                                       .label_set = label_set, .trace = trace, .at_ns = ended_ns[i]};
     if (recorder_add(rec, stack_id, &sample_context, values) != 0) {
       pass->dropped_samples++;
       return;

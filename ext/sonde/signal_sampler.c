@@ -75,6 +75,7 @@ static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
     slot->tid = cpu_slot->tid;
     slot->label_set = cpu_slot->label_set;
     slot->trace = cpu_slot->trace;
+    slot->at_ns = cpu_slot->at_ns;
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     slot->depth = cpu_slot->depth;
     slot->total_depth = cpu_slot->total_depth;
@@ -89,7 +90,7 @@ static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
 
 // A sample that cannot be kept is not committed: its CPU time goes with
 // the thread's next sample (cpu_timers.h).
-static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
+static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit, int64_t at_ns) {
   ADD(cpu_signals);
   scheduler_note_cpu_signal_signal_safe(run->scheduler); // a thread burns CPU: full rate
   capture *slot = capture_buffer_claim_signal_safe(run->captures); // full: counted as a drop there
@@ -100,6 +101,7 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   slot->label_set = labels_current_signal_safe();
   labels_current_trace_signal_safe(&slot->trace);
   slot->cpu_ns = hit->cpu_ns;
+  slot->at_ns = at_ns;
   slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
   if (holder != NULL) slot->flags |= CAPTURE_HELD_GVL;
   if (!read_own_stack(run->captures, slot, hit->thread_handle, holder != NULL)) {
@@ -114,7 +116,7 @@ static void capture_cpu_sample(sonde_run *run, const cpu_timer_hit *hit) {
   if (holder != NULL) queue_recording();
 }
 
-static void capture_tick(sonde_run *run) {
+static void capture_tick(sonde_run *run, int64_t at_ns) {
   ADD(tick_signals);
   const void *holder = vm_gvl_holder_self_signal_safe();
   if (holder == NULL) {
@@ -128,6 +130,7 @@ static void capture_tick(sonde_run *run) {
     slot->label_set = labels_current_signal_safe();
     labels_current_trace_signal_safe(&slot->trace);
     slot->tid = (int32_t)syscall(SYS_gettid);
+    slot->at_ns = at_ns;
     slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
     // A stack that cannot be read here is read by the pass: worse, not lost.
     if (!read_own_stack(run->captures, slot, holder, true)) {
@@ -147,9 +150,9 @@ void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
   ADD(signals_received);
   cpu_timer_hit hit;
   if (run->timers != NULL && cpu_timers_on_signal_signal_safe(run->timers, info, &hit)) {
-    capture_cpu_sample(run, &hit);
+    capture_cpu_sample(run, &hit, entered);
   } else if (info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid()) {
-    capture_tick(run);
+    capture_tick(run, entered);
   } else if (info != NULL && info->si_code == SI_TIMER) {
     ADD(stale_timer_signals); // queued by a timer deleted since (its thread ended), or another library's timer
   } else {

@@ -5,6 +5,7 @@
 
 #include "cpu_timers.h"
 #include "profiler.h"
+#include "recorder_slots.h"
 #include "run.h"
 #include "sampling_pass.h"
 
@@ -33,8 +34,18 @@ static VALUE testing_fail_timer_creation(VALUE self, VALUE err) {
   return Qtrue;
 }
 
+// Testing.bound_timeline(entries) -> true, or false when the run keeps no
+// timeline: each period's timeline keeps at most that many entries from
+// now on, so a test can see the bound at work without a long run.
+static VALUE testing_bound_timeline(VALUE self, VALUE entries) {
+  long capacity = NUM2LONG(entries);
+  if (capacity < 1) rb_raise(rb_eArgError, "entries must be at least 1");
+  return recorder_slots_bound_timeline_for_testing(running_run()->slots, (size_t)capacity) ? Qtrue : Qfalse;
+}
+
 void testing_define_methods(VALUE native) {
   VALUE testing = rb_define_module_under(native, "Testing");
   rb_define_module_function(testing, "fail_next_sample", testing_fail_next_sample, 0);
   rb_define_module_function(testing, "fail_timer_creation", testing_fail_timer_creation, 1);
+  rb_define_module_function(testing, "bound_timeline", testing_bound_timeline, 1);
 }

@@ -76,6 +76,8 @@ module Sonde
                   check: Setting::Checks.number_in(ALLOC_DUTY_MIN, 1),
                   expected: "alloc_duty must be a number from #{ALLOC_DUTY_MIN} to 1 " \
                             "(the share of ticks during which allocations are listened to)"),
+      Setting.new(name: :timeline, default: true, variable: "SONDE_TIMELINE", text: :boolean,
+                  check: Setting::Checks.boolean, expected: "timeline must be true or false"),
       Setting.new(name: :continuous, default: false, text: :boolean,
                   check: Setting::Checks.boolean, expected: "continuous must be true or false"),
       Setting.new(name: :every, default: 60, variable: "SONDE_EVERY", text: :number,
@@ -114,6 +116,9 @@ module Sonde
       end
       @service ||= Options.default_service
       @alloc_duty = CONTINUOUS_ALLOC_DUTY if continuous && @sources[:alloc_duty] == "default"
+      # A timeline is for looking at a run; an always-on process keeps only
+      # the aggregate unless asked.
+      @timeline = false if continuous && @sources[:timeline] == "default"
       check_heap_needs_allocations
       @export_specs = (continuous || @sources[:export] != "default") ? check_export : nil
       @sources.freeze
@@ -142,7 +147,8 @@ module Sonde
     # the core reads them (alloc_interval 0 when allocations are off).
     def native_settings
       { rate: rate, max_frames: max_frames, signals: signals, overhead_target: overhead_target.to_f, gc: gc,
-        alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap, alloc_duty: alloc_duty.to_f }.freeze
+        alloc_interval: samples_allocations? ? alloc_interval : 0, heap: heap, alloc_duty: alloc_duty.to_f,
+        timeline: timeline }.freeze
     end
 
     # The program's name, for the service tag when none is given.

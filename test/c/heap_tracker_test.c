@@ -1,4 +1,4 @@
-// modules: heap_tracker.c recorder.c
+// modules: heap_tracker.c recorder.c timeline_log.c
 //
 // heap_tracker_test.c: the live sampled objects, checked against a naive
 // reference under a random mix of allocations, frees, stacks, tidies and

@@ -1,4 +1,4 @@
-// modules: recorder.c
+// modules: recorder.c timeline_log.c
 //
 // recorder_test.c: checks the recorder against a naive reference model fed
 // the same random samples, then its edge cases: empty and very deep stacks,
@@ -909,6 +909,59 @@ static void test_hinted_interning_out_of_memory(void) {
   }
 }
 
+// With a timeline, each timed CPU or wall sample is also an entry that
+// names its aggregated sample; untimed ones and allocation samples are
+// only summed, and the aggregate is the same as without a timeline.
+static void test_timeline_logs_timed_samples_beside_the_aggregate(void) {
+  recorder *rec = new_recorder();
+  recorder *plain = new_recorder();
+  CHECK(recorder_timeline(rec) == NULL);
+  if (!CHECK_EQ_INT(recorder_enable_timeline(rec, 3), 0)) return;
+  CHECK_EQ_INT(recorder_enable_timeline(rec, 3), 0);
+  recorder_frame frames[2] = {{.frame_id = 8, .line = 1}, {.frame_id = 16, .line = 2}};
+  recorder *both[2] = {rec, plain};
+  for (int r = 0; r < 2; r++) {
+    uint32_t a, b, thread;
+    recorder_intern_stack(both[r], frames, 2, &a);
+    recorder_intern_stack(both[r], frames + 1, 1, &b);
+    recorder_intern_thread(both[r], 7, "worker", &thread);
+    const int64_t cpu[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = 10, [RECORDER_CPU_SAMPLES] = 1};
+    const int64_t wall[RECORDER_VALUE_COUNT] = {[RECORDER_WALL_TIME_NS] = 20, [RECORDER_WALL_SAMPLES] = 1,
+                                                [RECORDER_GVL_WAIT_NS] = 5};
+    const int64_t alloc[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = 3};
+    recorder_add(both[r], a, &(recorder_context){.thread_index = thread, .at_ns = 1000}, cpu);
+    recorder_add(both[r], b, &(recorder_context){.thread_index = thread, .state = 2, .at_ns = 2000}, wall);
+    recorder_add(both[r], a, &(recorder_context){.thread_index = thread}, cpu); // untimed
+    recorder_add(both[r], a, &(recorder_context){.thread_index = thread, .at_ns = 2500}, alloc);
+    recorder_add(both[r], a, &(recorder_context){.thread_index = thread, .at_ns = 3000}, cpu);
+  }
+  CHECK(recorder_timeline(plain) == NULL);
+  CHECK_EQ_INT(recorder_sample_count(rec), recorder_sample_count(plain));
+  for (int v = 0; v < RECORDER_VALUE_COUNT; v++) CHECK_EQ_INT(recorder_total(rec, v), recorder_total(plain, v));
+  const timeline_log *log = recorder_timeline(rec);
+  if (!CHECK_EQ_INT(timeline_log_count(log), 3)) return;
+  timeline_entry first = timeline_log_at(log, 0), second = timeline_log_at(log, 1), third = timeline_log_at(log, 2);
+  CHECK_EQ_INT(first.at_ns, 1000);
+  CHECK_EQ_INT(first.cpu_ns, 10);
+  CHECK_EQ_INT(first.cpu_samples, 1);
+  CHECK_EQ_INT(second.at_ns, 2000);
+  CHECK_EQ_INT(second.wall_ns, 20);
+  CHECK_EQ_INT(second.gvl_wait_ns, 5);
+  CHECK_EQ_INT(second.wall_samples, 1);
+  CHECK_EQ_INT(recorder_sample_at(rec, second.sample_index).state, 2);
+  CHECK_EQ_INT(third.at_ns, 3000);
+  CHECK_EQ_INT(third.sample_index, first.sample_index);
+  // At its bound (3), the oldest gives way; clear empties it.
+  recorder_add(rec, 0, &(recorder_context){.at_ns = 4000}, (const int64_t[RECORDER_VALUE_COUNT]){[0] = 1});
+  CHECK_EQ_INT(timeline_log_count(log), 3);
+  CHECK_EQ_INT(timeline_log_at(log, 0).at_ns, 2000);
+  CHECK_EQ_INT(timeline_log_dropped(log), 1);
+  recorder_clear(rec);
+  CHECK_EQ_INT(timeline_log_count(recorder_timeline(rec)), 0);
+  recorder_free(rec);
+  recorder_free(plain);
+}
+
 int main(void) {
   RUN(test_matches_reference_model);
   RUN(test_clear_then_record_new_data);
@@ -928,5 +981,6 @@ int main(void) {
   RUN(test_object_classes_split_samples_and_stacks_read_back);
   RUN(test_hinted_interning_finds_what_plain_interning_finds);
   RUN(test_hinted_interning_out_of_memory);
+  RUN(test_timeline_logs_timed_samples_beside_the_aggregate);
   return test_summary("recorder");
 }

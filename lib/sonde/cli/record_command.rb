@@ -86,6 +86,10 @@ module Sonde
                                            "tick; continuous mode's: #{Options::CONTINUOUS_ALLOC_DUTY})") do |v|
             @options[:alloc_duty] = v
           end
+          opts.on("--[no-]timeline", "keep each sample's moment, for the flame graph page's timeline and " \
+                                     "Firefox export (default: on; bounded: docs/timeline.md)") do |v|
+            @options[:timeline] = v
+          end
           opts.on("--no-signals", "never send SIGPROF (for C libraries that mishandle EINTR; see docs/production.md)") do
             @options[:signals] = false
           end

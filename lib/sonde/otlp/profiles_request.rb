@@ -22,7 +22,9 @@ module Sonde
     #   and span_id labels become the sample's link (the span it ran in);
     # - a sample goes into the Profile of each sample type it has a value
     #   for (0 is no sample there), samples of one identity (stack,
-    #   attributes, link) summed into one value.
+    #   attributes, link) summed into one value; with a timeline, the
+    #   identity's moments (the end_timestamp_ns label) are its Sample's
+    #   timestamps_unix_nano, one value per timestamp.
     class ProfilesRequest
       # ExportProfilesServiceRequest
       REQUEST_RESOURCE_PROFILES = 1
@@ -64,6 +66,7 @@ module Sonde
       SAMPLE_ATTRIBUTE_INDICES = 2
       SAMPLE_LINK_INDEX = 3
       SAMPLE_VALUES = 4
+      SAMPLE_TIMESTAMPS_UNIX_NANO = 5
       # Stack, Location, Line, Function, Link, KeyValueAndUnit
       STACK_LOCATION_INDICES = 1
       LOCATION_LINES = 3
@@ -85,6 +88,8 @@ module Sonde
       # ext/sonde/profile_names.h), and their lengths in hex digits.
       TRACE_ID_LABEL = "trace_id"
       SPAN_ID_LABEL = "span_id"
+      # A sample's moment (timeline: true): its timestamp, not an attribute.
+      TIMESTAMP_LABEL = "end_timestamp_ns"
       TRACE_ID_HEX_DIGITS = 32
       SPAN_ID_HEX_DIGITS = 16
       # The zero Link the specification asks for: ids of the right lengths,
@@ -159,12 +164,15 @@ module Sonde
         type, unit = @profile.sample_types.fetch(type_index)
         profile = ProtobufWriter.new
         profile.message(PROFILE_SAMPLE_TYPE) { |value_type| write_value_type(value_type, type, unit) }
-        samples_of(type_index).each do |(stack, attributes, link), value|
-          profile.message(PROFILE_SAMPLES) do |sample|
-            sample.varint(SAMPLE_STACK_INDEX, stack)
-                  .packed_varints(SAMPLE_ATTRIBUTE_INDICES, attributes)
-                  .varint(SAMPLE_LINK_INDEX, link)
-                  .packed_varints(SAMPLE_VALUES, [value])
+        samples_of(type_index).each do |(stack, attributes, link), observed|
+          observations(observed).each do |values, timestamps|
+            profile.message(PROFILE_SAMPLES) do |sample|
+              sample.varint(SAMPLE_STACK_INDEX, stack)
+                    .packed_varints(SAMPLE_ATTRIBUTE_INDICES, attributes)
+                    .varint(SAMPLE_LINK_INDEX, link)
+                    .packed_varints(SAMPLE_VALUES, values)
+                    .packed_fixed64(SAMPLE_TIMESTAMPS_UNIX_NANO, timestamps)
+            end
           end
         end
         profile.fixed64(PROFILE_TIME_UNIX_NANO, @profile.time_nanos)
@@ -181,14 +189,36 @@ module Sonde
         value_type.varint(VALUE_TYPE_TYPE, string_index(type)).varint(VALUE_TYPE_UNIT, string_index(unit))
       end
 
-      # {[stack index, attribute indices, link index] => summed value}
+      # {[stack index, attribute indices, link index] => [untimed sum, [[timestamp, value], ...]]}
       def samples_of(type_index)
-        @profile.samples.each_with_object(Hash.new(0)) do |sample, sums|
+        @profile.samples.each_with_object({}) do |sample, observed|
           value = sample.values.fetch(type_index)
           next if value.zero?
 
-          sums[identity_of(sample)] += value
+          entry = (observed[identity_of(sample)] ||= [0, []])
+          at = sample.labels[TIMESTAMP_LABEL]
+          if at.is_a?(Integer) && at.positive?
+            entry[1] << [at, value]
+          else
+            entry[0] += value
+          end
         end
+      end
+
+      # One identity's Samples as [values, timestamps] pairs: its moments
+      # in time order, one value each, as the specification's per-timestamp
+      # shape; what has no moment (the timeline's dropped entries, a profile
+      # recorded without one) as one aggregated value beside them. The two
+      # cannot share a Sample: values and timestamps must pair up.
+      def observations(observed)
+        untimed, timed = observed
+        samples = []
+        unless timed.empty?
+          timed.sort_by!(&:first)
+          samples << [timed.map(&:last), timed.map(&:first)]
+        end
+        samples << [[untimed], []] unless untimed.zero?
+        samples
       end
 
       def identity_of(sample)
@@ -197,6 +227,7 @@ module Sonde
           labels = sample.labels
           link = link_of(labels)
           attributes = labels.filter_map do |name, value|
+            next if name == TIMESTAMP_LABEL
             next if link && [TRACE_ID_LABEL, SPAN_ID_LABEL].include?(name)
 
             attribute_index(ATTRIBUTE_NAMES.fetch(name, name), value)

@@ -1,0 +1,198 @@
+# frozen_string_literal: true
+
+require_relative "support/test_helper"
+
+# timeline: true keeps each CPU and wall sample's moment beside the
+# aggregate (pprof: the "end_timestamp_ns" number label), bounded per
+# period. Checked against a workload that knows when each thread ran: two
+# threads taking turns, then both contending for the GVL.
+class TimelineTest < Minitest::Test
+  include SondeTestHelper
+
+  EDGE_NS = 20_000_000 # the issue's bound: within 20 ms of a turn's edges
+  TIMESTAMP = "end_timestamp_ns"
+
+  def setup
+    skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
+  end
+
+  def record_taking_turns(options = {})
+    path = File.join(Dir.mktmpdir("sonde-timeline"), "turns.pprof")
+    facts = run_workload("taking_turns", path, JSON.generate(options))
+    [Sonde::Pprof.read(path), facts, path]
+  end
+
+  def timed(profile)
+    profile.samples.select { |sample| sample.labels.key?(TIMESTAMP) }
+  end
+
+  def turns_of(facts, thread)
+    facts["turns"].select { |name, _, _| name == thread }.map { |_, from, to| (from..to) }
+  end
+
+  def within_a_turn?(turns, at)
+    turns.any? { |turn| at >= turn.begin - EDGE_NS && at <= turn.end + EDGE_NS }
+  end
+
+  BURNERS = { "A" => "Object#burn_in_a", "B" => "Object#burn_in_b" }.freeze
+
+  def burning_samples(profile, facts, thread)
+    cpu = profile.value_index("cpu-time")
+    timed(profile).select do |sample|
+      thread_name(sample) == thread && in_function?(profile, sample, BURNERS.fetch(thread)) &&
+        sample.values[cpu].positive? && sample.labels[TIMESTAMP] < facts["contended"][0]
+    end
+  end
+
+  def test_each_burning_sample_falls_in_its_threads_turn
+    profile, facts, path = record_taking_turns
+    wall = profile.value_index("wall-time")
+    BURNERS.each do |thread, burner|
+      turns = turns_of(facts, thread)
+      burning = burning_samples(profile, facts, thread)
+      refute_empty burning, "#{thread}'s CPU samples of #{burner}"
+      outside = burning.reject { |sample| within_a_turn?(turns, sample.labels[TIMESTAMP]) }
+      assert_empty outside.map { |sample| sample.labels[TIMESTAMP] }, "#{thread}'s #{burner} samples outside its turns"
+      # While the other thread burns, this one's wall time is not running.
+      others = turns_of(facts, thread == "A" ? "B" : "A")
+      running_in_others = timed(profile).select do |sample|
+        thread_name(sample) == thread && sample.labels["state"] == "running" && sample.values[wall].positive? &&
+          others.any? { |turn| (turn.begin + EDGE_NS..turn.end - EDGE_NS).cover?(sample.labels[TIMESTAMP]) }
+      end
+      assert_empty running_in_others.map { |s| function_names(profile, s).first(3) },
+                   "#{thread} running while the other thread had its turn"
+    end
+    assert_go_pprof_reads(path)
+  end
+
+  # Each turn holds its burner's CPU samples: as many as the CPU the thread
+  # got in it (its own clock: on a loaded machine far less than 0.5 s)
+  # makes. Statistical: a timer's ticks fall where the kernel's scheduler
+  # lets them; measured 0.97 to 1.06 of the clock's CPU over 42 turns, on
+  # a quiet machine and beside two busy cores (bound: 0.8 to 1.25).
+  statistical def test_each_turn_holds_its_share_of_the_burners_samples
+    profile, facts, = record_taking_turns
+    cpu = profile.value_index("cpu-time")
+    BURNERS.each do |thread, burner|
+      burning = burning_samples(profile, facts, thread)
+      facts["turns"].select { |name, _, _, _| name == thread }.each_with_index do |(_, from, to, burned_ns), i|
+        in_turn = burning.select { |sample| (from..to + EDGE_NS).cover?(sample.labels[TIMESTAMP]) }
+        sampled = in_turn.sum { |sample| sample.values[cpu] }
+        next if burned_ns < 50_000_000 # under 5 ticks' CPU: too few samples to compare
+
+        assert_operator sampled, :<=, 1.25 * burned_ns, "#{thread}'s turn #{i + 1}: CPU of #{burner} in it"
+        assert_operator sampled, :>=, 0.8 * burned_ns,
+                        "#{thread}'s turn #{i + 1}: CPU of #{burner} in it (#{in_turn.size} samples) " \
+                        "against the #{(burned_ns / 1e6).round} ms the thread's clock says"
+      end
+    end
+  end
+
+  # The moments are the epoch's, within the profile's period; and the
+  # aggregate is whole: the timed samples are most of the totals here (the
+  # log dropped nothing), and go tool pprof reads the file.
+  def test_timestamps_are_epoch_nanoseconds_within_the_period
+    profile, facts, = record_taking_turns
+    start = profile.time_nanos
+    stop = start + profile.duration_nanos
+    stamps = timed(profile).map { |sample| sample.labels[TIMESTAMP] }
+    refute_empty stamps
+    assert_operator stamps.min, :>=, start
+    assert_operator stamps.max, :<=, stop
+    assert_equal facts["timeline_samples"], stamps.size, "one pprof sample per logged moment"
+    assert_equal 0, facts["timeline_dropped"]
+    cpu = profile.value_index("cpu-time")
+    timed_cpu = timed(profile).sum { |sample| sample.values[cpu] }
+    assert_operator timed_cpu, :>=, 0.95 * total(profile, "cpu-time"), "the moments hold nearly all the CPU time"
+  end
+
+  def test_gvl_contention_shows_both_threads_waiting_in_turn
+    skip "GVL waits are timed on Ruby 3.3+ only" if RUBY_VERSION < "3.3"
+    profile, facts, = record_taking_turns
+    from, to = facts["contended"]
+    wall = profile.value_index("wall-time")
+    %w[A B].each do |thread|
+      waits = timed(profile).select do |sample|
+        thread_name(sample) == thread && sample.labels["state"] == "waiting for gvl" &&
+          (from..to + EDGE_NS).cover?(sample.labels[TIMESTAMP])
+      end
+      waited = waits.sum { |sample| sample.values[wall] }
+      # Each burns 0.6 s of wall time beside the other: about half of it queued.
+      assert_operator waited, :>=, 0.15e9, "#{thread}'s wall time waiting for the GVL while both burned"
+      assert_operator waits.size, :>=, 5, "#{thread}'s separate waits (taking turns, not one block)"
+    end
+  end
+
+  def test_without_a_timeline_no_sample_has_a_moment
+    profile, facts, = record_taking_turns(timeline: false)
+    assert_empty timed(profile)
+    assert_equal 0, facts["timeline_samples"]
+  end
+
+  def test_continuous_mode_keeps_no_timeline_unless_asked
+    refute Sonde::Options.new(continuous: true, environment: {}).timeline
+    assert Sonde::Options.new(continuous: true, timeline: true, environment: {}).timeline
+    assert Sonde::Options.new(environment: {}).timeline
+    refute Sonde::Options.new(environment: { "SONDE_TIMELINE" => "0" }).timeline
+    assert Sonde::Options.new(continuous: true, environment: { "SONDE_TIMELINE" => "1" }).timeline
+    error = assert_raises(Sonde::ArgumentError) { Sonde::Options.new(timeline: "yes", environment: {}) }
+    assert_match(/timeline must be true or false/, error.message)
+  end
+
+  def test_sonde_record_keeps_moments_unless_told_not_to
+    Dir.mktmpdir do |dir|
+      script = File.join(dir, "burn.rb")
+      File.write(script, "#{BURN_SCRIPT}\nburn(0.2)\n")
+      { [] => true, ["--no-timeline"] => false }.each do |flags, expected|
+        out = File.join(dir, "out.pprof")
+        _stdout, stderr, status = run_sonde("record", *flags, "-o", out, "--", RbConfig.ruby, script)
+        assert_succeeded status, stderr
+        assert_equal expected, !timed(Sonde::Pprof.read(out)).empty?, "sonde record #{flags.join(" ")}"
+      end
+    end
+  end
+
+  def test_a_debug_pprof_capture_keeps_moments
+    stdout, stderr, status = run_ruby("-rsonde/pprof_app", "-e", <<~RUBY)
+      #{BURN_SCRIPT}
+      Thread.new { burn(1.5) }
+      app = Sonde::PprofApp.new(token: "t0ken-for-tests")
+      _, _, body = app.call({ "REQUEST_METHOD" => "GET", "PATH_INFO" => "/profile",
+                              "QUERY_STRING" => "seconds=1&token=t0ken-for-tests", "REMOTE_ADDR" => "10.1.2.3" })
+      $stdout.binmode
+      $stdout.write(body.join)
+    RUBY
+    assert_succeeded status, stderr
+    refute_empty timed(Sonde::Pprof.decode(stdout))
+  end
+
+  # At its bound the log keeps the newest moments and counts the rest; the
+  # aggregate keeps every sample's values (the dropped ones untimed).
+  def test_at_the_bound_the_oldest_moments_are_dropped_and_counted
+    stdout, stderr, status = run_ruby("-e", <<~RUBY)
+      require "json"
+      require "sonde"
+      #{BURN_SCRIPT}
+      Sonde.start(rate: 100)
+      Sonde::Native::Testing.bound_timeline(50)
+      started = Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)
+      burn(1.0)
+      profile = Sonde.stop
+      File.binwrite(ARGV[0] || "/dev/null", profile.pprof)
+      puts JSON.generate(started: started, stats: profile.stats.slice(:timeline_samples, :timeline_dropped),
+                         pprof: [profile.pprof].pack("m0"))
+    RUBY
+    assert_succeeded status, stderr
+    facts = JSON.parse(stdout.lines.last)
+    profile = Sonde::Pprof.decode(facts["pprof"].unpack1("m0"))
+    stamps = timed(profile).map { |sample| sample.labels[TIMESTAMP] }
+    assert_operator stamps.size, :<=, 50
+    assert_operator stamps.size, :>=, 40
+    assert_operator facts["stats"]["timeline_dropped"], :>, 0
+    assert_equal facts["stats"]["timeline_samples"] - facts["stats"]["timeline_dropped"], stamps.size
+    # The newest kept: 50 moments are the last few tenths of the second.
+    assert_operator stamps.min, :>, facts["started"] + 500_000_000
+    # The aggregate is whole: 50 moments hold about 0.25 s of CPU at most.
+    assert_operator total(profile, "cpu-time"), :>=, 0.8e9
+  end
+end
