@@ -155,10 +155,17 @@ class TimelineTest < Minitest::Test
   def test_a_debug_pprof_capture_keeps_moments
     stdout, stderr, status = run_ruby("-rsonde/pprof_app", "-e", <<~RUBY)
       #{BURN_SCRIPT}
-      Thread.new { burn(1.5) }
+      # The burner burns until the capture is over: beside a thread that
+      # holds the GVL, loading the app and starting Sonde take the GVL back
+      # only every 100 ms, and a burn of fixed length was over before the
+      # capture began (3.4, every run).
+      done = false
       app = Sonde::PprofApp.new(token: "t0ken-for-tests")
+      burner = Thread.new { burn(0.05) until done }
       _, _, body = app.call({ "REQUEST_METHOD" => "GET", "PATH_INFO" => "/profile",
                               "QUERY_STRING" => "seconds=1&token=t0ken-for-tests", "REMOTE_ADDR" => "10.1.2.3" })
+      done = true
+      burner.join
       $stdout.binmode
       $stdout.write(body.join)
     RUBY
