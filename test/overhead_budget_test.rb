@@ -54,6 +54,43 @@ class OverheadBudgetTest < Minitest::Test
     assert_operator stats["pacing_delayed_ticks"], :<, 0.05 * stats["samples"], "the budget stayed out of the way"
   end
 
+  # Pacing thins the passes out, never the time: the stop's own pass takes
+  # every thread's time since the last one, however long ago the budget put
+  # it. Here a 0.05% budget puts the next pass seconds past the end of the
+  # run (the first costs a few ms, which 0.05% repays in several seconds),
+  # and each parked thread must still have its whole life in the run.
+  def test_a_paced_down_run_keeps_every_threads_time_up_to_the_stop
+    stdout, stderr, status = run_ruby("-rsonde", "-rjson", "-e", <<~RUBY)
+      def park(level, queue, ready) = level.zero? ? (ready << true; queue.pop) : park(level - 1, queue, ready)
+      queue = Queue.new
+      ready = Queue.new
+      threads = Array.new(100) { |i| Thread.new { Thread.current.name = "parked-\#{i}"; park(50, queue, ready) } }
+      100.times { ready.pop }
+      Sonde.start(rate: 1000, overhead_target: 0.05)
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < 1.5
+      profile = Sonde.stop
+      100.times { queue << :done }
+      threads.each(&:join)
+      $stdout.write(JSON.generate(duration: profile.duration, stats: profile.stats.slice(:samples, :pacing_delayed_ticks),
+                                  pprof: [profile.pprof].pack("m0")))
+    RUBY
+    assert_succeeded status, stderr
+    facts = JSON.parse(stdout)
+    profile = Sonde::Pprof.decode(facts["pprof"].unpack1("m0"))
+    assert_operator facts["stats"]["pacing_delayed_ticks"], :>, 0, "the budget paced the ticks: #{facts["stats"]}"
+    wall = profile.value_index("wall-time")
+    per_thread = Hash.new(0)
+    profile.samples.each do |sample|
+      per_thread[thread_name(sample)] += sample.values[wall] if thread_name(sample).start_with?("parked-")
+    end
+    assert_equal 100, per_thread.size
+    assert_operator per_thread.values.min / 1e9, :>=, 0.99 * facts["duration"],
+                    "each parked thread's wall time against the run's #{facts["duration"].round(3)} s " \
+                    "(#{facts["stats"]["samples"]} passes)"
+  end
+
   def test_overhead_target_is_validated
     [0, -1, 20.5, "1", nil].each do |bad|
       error = assert_raises(Sonde::ArgumentError) { Sonde.start(overhead_target: bad) }

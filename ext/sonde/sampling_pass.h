@@ -44,8 +44,9 @@ void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin);
 // At a flush or stop, with the GVL, before the captures are recorded: one
 // pass now, so that every thread's time up to this moment is in the period
 // that ends, however long ago the last tick's pass was, when the trigger
-// parked or backed off since the last busy pass (else the ticks cover it,
-// and a paced-down run gets no pass beyond its budget). The calling thread is left out
+// parked or backed off since the last busy pass or the last pass is two
+// intervals old or more (a run the budget paced down); else the ticks
+// cover the little time since. The calling thread is left out
 // when the ticks sampled it recently (its stack is Sonde's own call).
 // Catches and keeps any exception, as a pass does.
 void sampling_pass_catch_up_with_gvl(sonde_run *run);
