@@ -13,3 +13,13 @@ task "test:includes" do
   allowed = IncludeCycles::ALLOWED.map { |cycle| cycle.join(" <-> ") }
   puts "include cycles: none but the allowed #{allowed.join(", ")} (issue 25)"
 end
+
+require_relative "state_owners"
+
+desc "Fails when a file writes per-thread state it does not own (tasks/state_owners.rb); run by test:c"
+task "test:owners" do
+  violations = StateOwners.violations(File.expand_path("../ext/sonde", __dir__))
+  abort "per-thread state written outside its owner:\n  #{violations.join("\n  ")}" unless violations.empty?
+  puts "state owners: thread_context written only in #{StateOwners::OWNER}, its sampling record only in " \
+       "#{StateOwners::PARTS.fetch("sampling")}"
+end

@@ -220,15 +220,11 @@ bool gc_source_record_pending(sonde_run *run, bool names_fresh) {
     // Named as the thread is named now: it may have named itself since the
     // last pass met it (a new thread names itself after it starts).
     if (!names_fresh) thread_contexts_refresh_name_now(context);
-    context->gc_wall_ns_to_deduct += wall;
     // A thread with a CPU timer has its GC's CPU time sampled there (its
     // signals that land in GC are GC samples): counting it here too would
     // count it twice.
-    if (context->timer != 0) {
-      cpu = 0;
-    } else {
-      context->gc_cpu_ns_to_deduct += cpu;
-    }
+    if (context->timer != 0) cpu = 0;
+    thread_context_charge_gc(context, wall, cpu);
   }
   int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = cpu, [RECORDER_WALL_TIME_NS] = wall};
   recorder *rec = recorder_slots_active(run->slots);

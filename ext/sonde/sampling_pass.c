@@ -164,11 +164,10 @@ static int64_t finish_cpu_of(sonde_run *run, thread_context *context, bool clock
   if (now >= 0 && vm_reuses_native_threads()) thread_contexts_note_end_clock(run->contexts, context->native_tid, now);
   int64_t uncovered = -1;
   if (run->timers != NULL && context->timer != 0) {
-    uncovered = cpu_timers_finish(run->timers, context->timer, now);
-  } else if (now >= 0 && context->sampled && context->cpu_ns_at_previous_sample >= 0) {
-    uncovered = now > context->cpu_ns_at_previous_sample ? now - context->cpu_ns_at_previous_sample : 0;
+    uncovered = thread_context_finish_timer(context, run->timers, now);
+  } else if (now >= 0 && context->sampling.sampled && context->sampling.cpu_ns_at_previous_sample >= 0) {
+    uncovered = now > context->sampling.cpu_ns_at_previous_sample ? now - context->sampling.cpu_ns_at_previous_sample : 0;
   }
-  context->timer = 0;
   return now >= 0 ? uncovered : -1;
 }
 
@@ -284,12 +283,9 @@ static void warn_timers_unavailable_once(int err) {
 }
 
 static void arm_timer(sonde_run *run, thread_context *context, int64_t count_from_ns) {
-  if (run->timers == NULL || context->timer_tried || !context->has_cpu_clock) return;
-  context->timer_tried = true;
-  if (cpu_timers_arm(run->timers, context->native_tid, context->handle, count_from_ns, &context->timer) ==
-      CPU_TIMER_UNAVAILABLE) {
-    warn_timers_unavailable_once(cpu_timers_stats(run->timers).unavailable_errno);
-  }
+  cpu_timer_result result;
+  if (run->timers == NULL || !thread_context_arm_timer(context, run->timers, count_from_ns, &result)) return;
+  if (result == CPU_TIMER_UNAVAILABLE) warn_timers_unavailable_once(cpu_timers_stats(run->timers).unavailable_errno);
 }
 
 // Where the CPU of a thread met by the thread-begin hook is counted from:
@@ -312,7 +308,7 @@ static thread_context *meet_thread(sonde_run *run, const vm_thread_info *info, i
   thread_context *context = thread_contexts_meet(run->contexts, info, &is_new, disarm_timer_of, run);
   if (context == NULL) return NULL;
   if (is_new) {
-    context->wall_ns_at_previous_sample = wall_start;
+    context->sampling.wall_ns_at_previous_sample = wall_start;
     arm_timer(run, context, at_birth ? cpu_count_start_at_birth(run, info) : -1);
   } else {
     thread_contexts_refresh_name(context, info);
@@ -329,9 +325,9 @@ void sampling_pass_baseline(sonde_run *run) {
     const vm_thread_info *info = &pass->threads[i];
     thread_context *context = meet_thread(run, info, now, false);
     if (context == NULL) continue;
-    context->cpu_ns_at_previous_sample = cpu_now(context);
-    context->gvl_at_previous_sample = info->gvl_times;
-    context->sampled = true; // the baseline stands for its previous sample
+    context->sampling.cpu_ns_at_previous_sample = cpu_now(context);
+    context->sampling.gvl_at_previous_sample = info->gvl_times;
+    context->sampling.sampled = true; // the baseline stands for its previous sample
   }
   pass->previous_pass_ns = now;
   // What threads that ended before this run spent on their way out is not its.
@@ -423,7 +419,7 @@ static capture_verdict record_cpu_capture(drain_run *drain, const capture *captu
     uint32_t stack_id;
     recorder_context sample_context = {.state = state, .label_set = captured->label_set, .trace = captured->trace,
                                        .at_ns = captured->at_ns};
-    recorded = recorder_intern_stack_hinted(rec, frames, depth, &context->stack_hint, &stack_id) == 0 &&
+    recorded = recorder_intern_stack_hinted(rec, frames, depth, &context->sampling.stack_hint, &stack_id) == 0 &&
                thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
                recorder_add(rec, stack_id, &sample_context, values) == 0;
   }
@@ -465,13 +461,6 @@ static void drain_captures(sonde_run *run, drain_mode mode) {
 // ---------------------------------------------------------------------------
 // Wall samples.
 
-// Takes already-charged GC time off a delta (never below zero).
-static int64_t deduct(int64_t delta, int64_t *already_charged) {
-  int64_t taken = *already_charged < delta ? *already_charged : delta;
-  *already_charged -= taken;
-  return delta - taken;
-}
-
 static int64_t clamp_delta(int64_t now, int64_t before) { return now > before ? now - before : 0; }
 
 // Where a thread's wall time since its previous sample went. Without GVL
@@ -497,18 +486,18 @@ static int64_t *part_for_state(wall_split *split, vm_thread_state state) {
 static wall_split split_wall_time(thread_context *context, const vm_thread_info *info, int64_t wall_delta) {
   wall_split split = {0};
   if (info->has_gvl_times) {
-    const vm_gvl_times *before = &context->gvl_at_previous_sample, *now = &info->gvl_times;
+    const vm_gvl_times *before = &context->sampling.gvl_at_previous_sample, *now = &info->gvl_times;
     vm_gvl_times zero = {0};
-    if (!context->sampled) before = &zero;
+    if (!context->sampling.sampled) before = &zero;
     split.holding = clamp_delta(now->holding_gvl_ns, before->holding_gvl_ns);
     split.waiting = clamp_delta(now->waiting_for_gvl_ns, before->waiting_for_gvl_ns);
     split.off = clamp_delta(now->off_gvl_ns, before->off_gvl_ns);
-    context->gvl_at_previous_sample = *now;
+    context->sampling.gvl_at_previous_sample = *now;
     // A thread's first sample: its record's times cover its whole life
     // since Sonde met it, which may be longer than one pass (a busy pass
     // rate, or a thread born READY and not listed until it first ran).
     int64_t lifetime = split.holding + split.waiting + split.off;
-    if (!context->sampled && lifetime > wall_delta) wall_delta = lifetime;
+    if (!context->sampling.sampled && lifetime > wall_delta) wall_delta = lifetime;
   }
   // The parts never add up to more than the wall time, nor to less.
   int64_t *parts[] = {&split.off, &split.waiting, &split.holding};
@@ -527,8 +516,8 @@ static wall_split split_wall_time(thread_context *context, const vm_thread_info 
 // stack is the one already interned.
 static bool stack_unchanged_since(const thread_context *context, const vm_thread_info *info, uint64_t run_marker,
                                   uint64_t generation) {
-  return context->stack_reusable && info->state != VM_THREAD_RUNNING && context->run_marker == run_marker &&
-         context->stack_generation == generation;
+  return context->sampling.stack_reusable && info->state != VM_THREAD_RUNNING && context->sampling.run_marker == run_marker &&
+         context->sampling.stack_generation == generation;
 }
 
 // STACK_KEPT: the thread has not run since its previous sample, whose
@@ -555,11 +544,11 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   uint64_t generation = recorder_generation(rec);
   bool ok;
   if (uses_holder_capture(pass, info)) {
-    ok = recorder_intern_stack_hinted(rec, pass->holder_frames, pass->holder_depth, &context->stack_hint,
+    ok = recorder_intern_stack_hinted(rec, pass->holder_frames, pass->holder_depth, &context->sampling.stack_hint,
                                       stack_id) == 0;
-    context->stack_id_from_memo_read = false;
+    context->sampling.stack_id_from_memo_read = false;
   } else if (marker_known && stack_unchanged_since(context, info, run_marker, generation)) {
-    *stack_id = context->stack_id;
+    *stack_id = context->sampling.stack_id;
     pass->stacks_reused++;
     return STACK_KEPT;
   } else {
@@ -569,30 +558,30 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
     bool unchanged;
     // The recorder marks the frames it holds: those of the previous read
     // are kept if it was interned into this recorder.
-    bool previous_read_kept = context->stack_id_from_memo_read && context->stack_generation == generation;
+    bool previous_read_kept = context->sampling.stack_id_from_memo_read && context->sampling.stack_generation == generation;
     uint32_t depth = stacks_collect_with_memo(info->handle, context->frames_memo, previous_read_kept, pass->frames,
                                               pass->max_frames, &unchanged);
     if (depth == 0) {
-      context->stack_id_from_memo_read = false;
+      context->sampling.stack_id_from_memo_read = false;
       return STACK_EMPTY;
     }
     if (unchanged && previous_read_kept) {
-      *stack_id = context->stack_id;
+      *stack_id = context->sampling.stack_id;
       pass->stacks_reused++;
       ok = true;
     } else {
-      ok = recorder_intern_stack_hinted(rec, pass->frames, depth, &context->stack_hint, stack_id) == 0;
+      ok = recorder_intern_stack_hinted(rec, pass->frames, depth, &context->sampling.stack_hint, stack_id) == 0;
     }
-    context->stack_id_from_memo_read = ok;
+    context->sampling.stack_id_from_memo_read = ok;
   }
   if (!ok) {
-    context->stack_reusable = false;
+    context->sampling.stack_reusable = false;
     return STACK_NO_MEMORY;
   }
-  context->stack_id = *stack_id;
-  context->stack_generation = generation;
-  context->run_marker = run_marker;
-  context->stack_reusable = marker_known && info->state != VM_THREAD_RUNNING;
+  context->sampling.stack_id = *stack_id;
+  context->sampling.stack_generation = generation;
+  context->sampling.run_marker = run_marker;
+  context->sampling.stack_reusable = marker_known && info->state != VM_THREAD_RUNNING;
   return STACK_FOUND;
 }
 
@@ -607,14 +596,14 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
 static void credit_wait_until_resume(sonde_run *run, thread_context *context, const vm_thread_info *info,
                                      recorder *rec) {
   sampling_pass *pass = run->pass;
-  if (info->first_resume_epoch == 0 || info->first_resume_epoch != context->epoch_at_previous_sample) return;
-  if (!context->sampled || !context->stack_reusable || context->stack_generation != recorder_generation(rec)) return;
+  if (info->first_resume_epoch == 0 || info->first_resume_epoch != context->sampling.epoch_at_previous_sample) return;
+  if (!context->sampling.sampled || !context->sampling.stack_reusable || context->sampling.stack_generation != recorder_generation(rec)) return;
   // A resume seen before the previous sample (a pass that let other
   // threads run half-way) is not this wait's end.
-  if (info->first_resume_ns <= context->wall_ns_at_previous_sample) return;
-  const vm_gvl_times *before = &context->gvl_at_previous_sample, *at = &info->gvl_times_at_first_resume;
+  if (info->first_resume_ns <= context->sampling.wall_ns_at_previous_sample) return;
+  const vm_gvl_times *before = &context->sampling.gvl_at_previous_sample, *at = &info->gvl_times_at_first_resume;
   if (at->off_gvl_ns < before->off_gvl_ns || at->waiting_for_gvl_ns < before->waiting_for_gvl_ns) return;
-  int64_t wall = info->first_resume_ns - context->wall_ns_at_previous_sample;
+  int64_t wall = info->first_resume_ns - context->sampling.wall_ns_at_previous_sample;
   int64_t waiting = at->waiting_for_gvl_ns - before->waiting_for_gvl_ns;
   if (waiting > wall) waiting = wall;
   int64_t off = wall - waiting;
@@ -630,7 +619,7 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
     int64_t samples;
     int64_t ended_ns;
   } parts[] = {
-      {context->off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
+      {context->sampling.off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
       {VM_THREAD_WAITING_FOR_GVL, waiting, 0, info->first_resume_ns},
   };
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
@@ -641,16 +630,16 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
         [RECORDER_GVL_WAIT_NS] = parts[i].state == VM_THREAD_WAITING_FOR_GVL ? parts[i].wall : 0,
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = parts[i].state,
-                                       .label_set = context->label_set, .trace = context->trace,
+                                       .label_set = context->sampling.label_set, .trace = context->sampling.trace,
                                        .at_ns = parts[i].ended_ns};
-    if (recorder_add(rec, context->stack_id, &sample_context, values) != 0) {
+    if (recorder_add(rec, context->sampling.stack_id, &sample_context, values) != 0) {
       pass->dropped_samples++;
       return;
     }
   }
   // What follows the resume is the ordinary sample's, from here.
-  context->wall_ns_at_previous_sample = info->first_resume_ns;
-  context->gvl_at_previous_sample = *at;
+  context->sampling.wall_ns_at_previous_sample = info->first_resume_ns;
+  context->sampling.gvl_at_previous_sample = *at;
   pass->waits_credited++;
   pass->thread_samples++; // a wall sample of its own (wall-samples 1)
 }
@@ -662,9 +651,9 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
 // *ended: the thread as its previous sample saw it (state, off-GVL state).
 static bool ended_on_previous_stack(const thread_context *context, const vm_thread_info *info, recorder *rec,
                                     vm_thread_info *ended) {
-  if (!context->sampled || context->stack_generation != recorder_generation(rec)) return false;
+  if (!context->sampling.sampled || context->sampling.stack_generation != recorder_generation(rec)) return false;
   *ended = *info;
-  ended->state = (vm_thread_state)context->off_state_at_previous_sample;
+  ended->state = (vm_thread_state)context->sampling.off_state_at_previous_sample;
   ended->off_gvl_state = ended->state;
   return true;
 }
@@ -672,9 +661,9 @@ static bool ended_on_previous_stack(const thread_context *context, const vm_thre
 // A muted thread's time since its previous sample is dropped, not kept
 // for the next one: its baselines move to now.
 static void skip_muted_thread(thread_context *context, int64_t now) {
-  if (context->timer == 0) context->cpu_ns_at_previous_sample = cpu_now(context);
-  context->wall_ns_at_previous_sample = now;
-  context->sampled = true;
+  if (context->timer == 0) context->sampling.cpu_ns_at_previous_sample = cpu_now(context);
+  context->sampling.wall_ns_at_previous_sample = now;
+  context->sampling.sampled = true;
 }
 
 static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
@@ -704,7 +693,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   vm_thread_info ended;
   if (found == STACK_EMPTY && at_end && ended_on_previous_stack(context, info, rec, &ended)) {
     info = &ended;
-    stack_id = context->stack_id;
+    stack_id = context->sampling.stack_id;
     found = STACK_KEPT;
   }
   // No frame to show: no sample; its time stays for the next one.
@@ -717,34 +706,34 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
     label_set = pass->holder_label_set;
     trace = pass->holder_trace;
   } else if (found == STACK_KEPT) {
-    label_set = context->label_set;
-    trace = context->trace;
+    label_set = context->sampling.label_set;
+    trace = context->sampling.trace;
   } else {
     label_set = labels_of_thread(info->thread);
     labels_trace_of_thread(info->thread, &trace);
   }
-  context->label_set = label_set;
-  context->trace = trace;
+  context->sampling.label_set = label_set;
+  context->sampling.trace = trace;
   if (found == STACK_NO_MEMORY || !thread_context_recorder_index(context, rec, &thread_index)) {
     pass->dropped_samples++;
     return;
   }
   int64_t cpu_delta = 0;
   if (cpu_from_pass) {
-    int64_t cpu_before = context->sampled ? context->cpu_ns_at_previous_sample : 0;
+    int64_t cpu_before = context->sampling.sampled ? context->sampling.cpu_ns_at_previous_sample : 0;
     cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
-    cpu_delta = deduct(cpu_delta, &context->gc_cpu_ns_to_deduct);
-    context->cpu_ns_at_previous_sample = cpu;
+    cpu_delta = thread_context_deduct_gc_cpu(context, cpu_delta);
+    context->sampling.cpu_ns_at_previous_sample = cpu;
   }
-  wall_split split = split_wall_time(context, info, clamp_delta(now, context->wall_ns_at_previous_sample));
+  wall_split split = split_wall_time(context, info, clamp_delta(now, context->sampling.wall_ns_at_previous_sample));
   // GC runs holding the GVL: its time is part of "holding" where GVL times
   // tell that part apart, else of the state now.
-  split.holding = deduct(split.holding, &context->gc_wall_ns_to_deduct);
+  split.holding = thread_context_deduct_gc_wall(context, split.holding);
   int64_t *now_part = part_for_state(&split, info->state);
-  *now_part = deduct(*now_part, &context->gc_wall_ns_to_deduct);
-  context->wall_ns_at_previous_sample = now;
-  context->sampled = true;
-  context->epoch_at_previous_sample = pass->epoch;
+  *now_part = thread_context_deduct_gc_wall(context, *now_part);
+  context->sampling.wall_ns_at_previous_sample = now;
+  context->sampling.sampled = true;
+  context->sampling.epoch_at_previous_sample = pass->epoch;
 
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
@@ -757,7 +746,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   // with the part that held the GVL when there is one (threads burn CPU
   // there), else with the state now (C code burning CPU without the GVL).
   vm_thread_state off_state = info->has_gvl_times ? info->off_gvl_state : info->state;
-  context->off_state_at_previous_sample = (uint8_t)off_state;
+  context->sampling.off_state_at_previous_sample = (uint8_t)off_state;
   int64_t *cpu_part = split.holding > 0 ? &split.holding : now_part;
   struct {
     vm_thread_state state;
@@ -812,7 +801,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
 static bool leave_to_the_ticks(const sonde_run *run, const thread_context *context, const vm_thread_info *info,
                                int64_t now) {
   return run->pass->origin == PASS_CATCH_UP && info->state == VM_THREAD_RUNNING &&
-         now - context->wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
+         now - context->sampling.wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
 }
 
 static VALUE full_pass_protected(VALUE arg) {
@@ -999,7 +988,7 @@ static VALUE end_thread_protected(VALUE arg) {
   // or backed off since (no pass will meet it again): its wait on the
   // stack it waited on (3.3+), the rest on the stack it ends on.
   int64_t now = clocks_monotonic_ns();
-  if (now - context->wall_ns_at_previous_sample >= CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns) {
+  if (now - context->sampling.wall_ns_at_previous_sample >= CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns) {
     bool on_cpu;
     sample_wall_of_thread(run, context, &info, now, &on_cpu, true);
   }

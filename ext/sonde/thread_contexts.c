@@ -50,7 +50,7 @@ static void forget_context(thread_context *context, forget_run *run) {
   if (run->on_forget) run->on_forget(context, run->data, tid_is_its_own);
   if (tid_is_its_own) st_delete(run->by_tid, &tid, NULL);
   vm_frames_memo_free(context->frames_memo);
-  recorder_stack_hint_free(&context->stack_hint);
+  recorder_stack_hint_free(&context->sampling.stack_hint);
   free(context);
 }
 
@@ -113,6 +113,40 @@ bool thread_contexts_take_end_clock(thread_contexts *contexts, int64_t tid, int6
 }
 
 size_t thread_contexts_count(const thread_contexts *contexts) { return contexts->by_handle->num_entries; }
+
+bool thread_context_arm_timer(thread_context *context, cpu_timers *timers, int64_t count_from_ns,
+                              cpu_timer_result *result) {
+  if (context->timer_tried || !context->has_cpu_clock) return false;
+  context->timer_tried = true;
+  *result = cpu_timers_arm(timers, context->native_tid, context->handle, count_from_ns, &context->timer);
+  return true;
+}
+
+int64_t thread_context_finish_timer(thread_context *context, cpu_timers *timers, int64_t cpu_now_ns) {
+  if (context->timer == 0) return -1;
+  int64_t uncovered = cpu_timers_finish(timers, context->timer, cpu_now_ns);
+  context->timer = 0;
+  return uncovered;
+}
+
+void thread_context_charge_gc(thread_context *context, int64_t wall_ns, int64_t cpu_ns) {
+  context->gc_wall_ns_to_deduct += wall_ns;
+  context->gc_cpu_ns_to_deduct += cpu_ns;
+}
+
+static int64_t deduct(int64_t delta, int64_t *already_charged) {
+  int64_t taken = *already_charged < delta ? *already_charged : delta;
+  *already_charged -= taken;
+  return delta - taken;
+}
+
+int64_t thread_context_deduct_gc_wall(thread_context *context, int64_t delta) {
+  return deduct(delta, &context->gc_wall_ns_to_deduct);
+}
+
+int64_t thread_context_deduct_gc_cpu(thread_context *context, int64_t delta) {
+  return deduct(delta, &context->gc_cpu_ns_to_deduct);
+}
 
 static int mark_context(st_data_t key, st_data_t value, st_data_t arg) {
   rb_gc_mark(((thread_context *)value)->name_source);

@@ -1,8 +1,9 @@
 // thread_contexts.h: what Sonde keeps about each Ruby thread between two
 // samples: its name and thread id, its CPU timer, where its previous sample
 // left its clocks, and the stack it was recorded with (reused while the
-// thread has not run since). The table owns the contexts; the sampling pass
-// reads and writes their fields.
+// thread has not run since). The table owns the contexts and writes their
+// fields, through the functions below for the other modules; the one
+// exception is `sampling` (thread_sampling.h), the sampling pass's own.
 //
 // With the GVL only (the sampling pass, the thread-begin hook, flush and
 // stop). Calls no Ruby method (see vm_begin_run).
@@ -17,6 +18,7 @@
 
 #include "cpu_timers.h"
 #include "run.h"
+#include "thread_sampling.h"
 #include "vm.h"
 
 #define THREAD_NAME_SIZE 128
@@ -31,48 +33,24 @@ typedef struct thread_context {
   char name[THREAD_NAME_SIZE];
   bool named_by_tid; // the name is only "thread <tid>": the thread has none of its own
   uint64_t last_seen_pass;
-  bool sampled; // has had a wall sample (else the next is its first)
-
-  // Wall time and GVL times where the previous sample left them.
-  int64_t wall_ns_at_previous_sample;
-  vm_gvl_times gvl_at_previous_sample;
-  // The epoch of the pass that took the previous sample (vm_begin_pass),
-  // and what the thread was doing off the GVL then: a wait that ended at a
-  // first GVL acquisition noted under that epoch is credited to the
-  // previous sample's stack and state (sampling_pass.c,
-  // credit_wait_until_resume).
-  uint64_t epoch_at_previous_sample;
-  uint8_t off_state_at_previous_sample;
 
   // CPU time. With a timer (the usual case) CPU samples come from the
   // thread's own signals; without one (no-signals mode, a refused timer)
-  // each pass charges the CPU used since the previous pass.
+  // each pass charges the CPU used since the previous pass. Armed and
+  // finished through thread_context_arm_timer/finish_timer.
   cpu_timer_ref timer;
   bool timer_tried; // armed once, or refused: not tried again
-  int64_t cpu_ns_at_previous_sample;
 
   // GC time already charged to "Garbage Collection", to take off this
-  // thread's next wall (and, without a timer, CPU) sample.
+  // thread's next wall (and, without a timer, CPU) sample: added by
+  // thread_context_charge_gc, taken by thread_context_deduct_gc_*.
   int64_t gc_cpu_ns_to_deduct;
   int64_t gc_wall_ns_to_deduct;
 
-  // The stack of the previous wall sample, as a recorder id, valid while
-  // the recorder's generation is the one noted; and how the thread's run
-  // could be told apart since (GVL acquisitions, else CPU time).
-  uint64_t stack_generation;
-  uint32_t stack_id;
-  uint64_t run_marker;
-  bool stack_reusable;
-  // The backend's memo of the thread's previous read (NULL: none), and
-  // whether stack_id is what that read's frames were interned as.
+  // The backend's memo of the thread's previous read (NULL: none).
   vm_frames_memo *frames_memo;
-  bool stack_id_from_memo_read;
-  // The label set and trace context of the previous wall sample: a thread
-  // whose stack is kept has them still.
-  uint32_t label_set;
-  trace_context trace;
-  // The last stack interned for it (recorder_intern_stack_hinted).
-  recorder_stack_hint stack_hint;
+  // The sampling pass's own record of the thread (thread_sampling.h).
+  thread_sampling sampling;
 
   // The recorder's index for (tid, name), valid for the noted generation.
   uint64_t thread_generation;
@@ -134,6 +112,26 @@ void thread_contexts_note_end_clock(thread_contexts *contexts, int64_t tid, int6
 bool thread_contexts_take_end_clock(thread_contexts *contexts, int64_t tid, int64_t *cpu_ns);
 
 size_t thread_contexts_count(const thread_contexts *contexts);
+
+// Arms the thread's CPU timer, once: a refused timer is not asked for
+// again. *result: what cpu_timers_arm said; false when it was not asked
+// (tried before, or the thread has no CPU clock).
+bool thread_context_arm_timer(thread_context *context, cpu_timers *timers, int64_t count_from_ns,
+                              cpu_timer_result *result);
+
+// Deletes the thread's CPU timer, if it has one, and returns what its
+// signals did not cover up to cpu_now_ns (cpu_timers_finish); -1 when it
+// had none.
+int64_t thread_context_finish_timer(thread_context *context, cpu_timers *timers, int64_t cpu_now_ns);
+
+// GC time the thread ran, charged to "Garbage Collection": taken off its
+// next samples (cpu_ns only when it has no timer to sample GC itself).
+void thread_context_charge_gc(thread_context *context, int64_t wall_ns, int64_t cpu_ns);
+
+// delta less the GC time charged and not yet taken off (which shrinks by
+// what it took).
+int64_t thread_context_deduct_gc_wall(thread_context *context, int64_t delta);
+int64_t thread_context_deduct_gc_cpu(thread_context *context, int64_t delta);
 
 // For the GC mark phase.
 void thread_contexts_mark(const thread_contexts *contexts);
