@@ -161,7 +161,7 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
   run->contexts = thread_contexts_new();
   run->pass = sampling_pass_new(settings->max_frames);
   run->gc = gc_source_new(settings->record_gc);
-  run->scheduler = scheduler_new(settings, run->start_monotonic_ns);
+  run->scheduler = scheduler_new(settings, run->start_monotonic_ns, sampling_pass_run_from_idle_helper);
   bool ok = run->slots && run->contexts && run->pass && run->gc && run->scheduler;
   if (settings->timeline && run->slots) ok = ok && recorder_slots_enable_timeline(run->slots, TIMELINE_ENTRIES_PER_PERIOD) == 0;
   if (settings->alloc_interval > 0) {

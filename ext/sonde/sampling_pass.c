@@ -1019,6 +1019,8 @@ void sampling_pass_end_current_thread(sonde_run *run) {
   // lessen it (charged, 20,000 threads a second held passes off for 0.7 s).
 }
 
+void sampling_pass_run_from_idle_helper(sonde_run *run) { sampling_pass_run_with_gvl(run, PASS_FROM_IDLE_HELPER); }
+
 void sampling_pass_prepare_job(void) {
   // A failure shows in Sonde.stats as jobs_not_queued: the profile stays empty, the app runs on.
   vm_postponed_job_prepare(sampling_job);

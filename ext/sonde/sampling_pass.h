@@ -41,6 +41,9 @@ void sampling_pass_baseline(sonde_run *run);
 // One full pass (see the top). Catches and keeps any exception.
 void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin);
 
+// The same, as the idle helper's pass (the scheduler's scheduler_pass_fn).
+void sampling_pass_run_from_idle_helper(sonde_run *run);
+
 // At a flush or stop, with the GVL, before the captures are recorded: one
 // pass now, so that every thread's time up to this moment is in the period
 // that ends, however long ago the last tick's pass was, when the trigger

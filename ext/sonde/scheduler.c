@@ -28,7 +28,6 @@
 #include "cpu_timers.h"
 #include "idle_helper.h"
 #include "own_threads.h"
-#include "sampling_pass.h"
 #include "signals.h"
 #include "stats.h"
 #include "trigger_park.h"
@@ -86,8 +85,9 @@ struct scheduler {
   uint32_t offers_taken_in_row; // the trigger's: consecutive offers taken, towards a standing offer
   pthread_mutex_t trigger_lock;
   pthread_cond_t trigger_wakeup;
-  // The idle helper and what the GVL side knows of it.
+  // The idle helper and what the GVL side knows of it; the pass it runs.
   idle_helper helper;
+  scheduler_pass_fn idle_pass;
   bool helper_ready; // idle_helper_init succeeded
   bool restart_warned;
 };
@@ -103,9 +103,10 @@ static bool init_trigger_locks(scheduler *sched) {
   return ok;
 }
 
-scheduler *scheduler_new(const run_settings *settings, int64_t now_ns) {
+scheduler *scheduler_new(const run_settings *settings, int64_t now_ns, scheduler_pass_fn idle_pass) {
   scheduler *sched = calloc(1, sizeof(*sched));
   if (sched == NULL) return NULL;
+  sched->idle_pass = idle_pass;
   sched->interval_ns = settings->interval_ns;
   sched->use_signals = settings->use_signals;
   pacing_init(&sched->pace, settings->interval_ns, settings->overhead_target_percent, now_ns);
@@ -531,11 +532,14 @@ static int start_trigger_thread(scheduler *sched) {
 // ---------------------------------------------------------------------------
 // The idle helper, seen from the GVL side.
 
-static void pass_for_idle_helper(void *data) { sampling_pass_run_with_gvl(data, PASS_FROM_IDLE_HELPER); }
+static void pass_for_idle_helper(void *data) {
+  scheduler *sched = data;
+  sched->idle_pass(sched->run);
+}
 
 static VALUE start_idle_helper(VALUE arg) {
   scheduler *sched = (scheduler *)arg;
-  idle_helper_start(&sched->helper, pass_for_idle_helper, sched->run);
+  idle_helper_start(&sched->helper, pass_for_idle_helper, sched);
   if (!own_threads_add(sched->run->own, sched->helper.thread)) {
     rb_raise(rb_eRuntimeError, "sonde: too many threads of Sonde's own");
   }

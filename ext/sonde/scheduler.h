@@ -28,7 +28,11 @@
 #include "run.h"
 
 // NULL when out of memory (or a lock cannot be made).
-scheduler *scheduler_new(const run_settings *settings, int64_t now_ns);
+// A sampling pass, run with the GVL on the idle helper's thread when no
+// thread holds the GVL at a tick (profiler.c hands in the sampling pass's).
+typedef void (*scheduler_pass_fn)(sonde_run *run);
+
+scheduler *scheduler_new(const run_settings *settings, int64_t now_ns, scheduler_pass_fn idle_pass);
 void scheduler_free(scheduler *sched);
 
 extern const event_source wall_tick_source;
