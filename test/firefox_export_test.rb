@@ -7,6 +7,7 @@ require "sonde/convert"
 require "sonde/cli/convert_command"
 require "support/pprof_fixture"
 require "support/firefox_format"
+require "support/node_deps"
 
 # `sonde convert --to firefox`: Firefox Profiler's processed format (version
 # 48), checked against the format's description (support/firefox_format.rb),
@@ -47,7 +48,7 @@ class FirefoxExportTest < Minitest::Test
     f.sample([helper, work, main], [0, 0, 10 * MS, 1], t1.call(30, "running", a))
     f.sample([work, main], [0, 0, 10 * MS, 1], t1.call(20, "running", a))
     f.sample([helper, work, main], [5 * MS, 1, 0, 0], t1.call(15, "running", a))
-    f.sample([work, main], [4 * MS, 1, 0, 0], t1.call(18, "running", a))
+    f.sample([work, main], [4 * MS, 1, 0, 0], t1.call(25, "running", a))
     f.sample([read, main], [0, 0, 25 * MS, 1], t2.call(25, "blocked"))
     f.sample([gc], [0, 0, 3 * MS, 0], t1.call(31, "gc", "gc type" => "minor", "gc reason" => "newobj"))
     f.sample([work, main], [0, 0, 9 * MS, 1], t1.call(40, "waiting for gvl", b))
@@ -85,6 +86,17 @@ class FirefoxExportTest < Minitest::Test
     end
   end
 
+  # Each sample's category, and subcategory but the generic one.
+  def category_names(json, thread)
+    categories = json["meta"]["categories"]
+    st = thread["stackTable"]
+    thread["samples"]["stack"].map do |stack|
+      category = categories[st["category"][stack]]
+      sub = st["subcategory"][stack]
+      sub.zero? ? category["name"] : "#{category["name"]}: #{category["subcategories"][sub]}"
+    end
+  end
+
   def markers(thread)
     m = thread["markers"]
     Array.new(m["length"]) do |i|
@@ -99,7 +111,9 @@ class FirefoxExportTest < Minitest::Test
     assert_equal [48, 10.0, T0 / 1e6, 0, 100.0], meta.values_at("preprocessedProfileVersion", "interval", "startTime",
                                                                   "profilingStartTime", "profilingEndTime")
     assert_equal({ "time" => "ms", "eventDelay" => "ms", "threadCPUDelta" => "ns" }, meta["sampleUnits"])
-    assert_equal %w[Other Running Waiting\ for\ GVL Sleeping Blocked GC], meta["categories"].map { |c| c["name"] }
+    assert_equal [["Other", ["Other"]], ["Running", ["Other"]], ["Waiting for GVL", ["Other"]],
+                  ["Idle", %w[Other Sleeping Blocked]], ["GC", ["Other"]]],
+                 meta["categories"].map { |c| c.values_at("name", "subcategories") }
   end
 
   def test_one_thread_per_sonde_thread_its_wall_samples_in_time_order
@@ -111,12 +125,12 @@ class FirefoxExportTest < Minitest::Test
     assert_equal [20.0, 30.0, 31.0, 40.0, 50.0, 60.0], samples["time"], "ms after the profile's start; the untimed sample left out"
     assert_equal [10.0, 10.0, 3.0, 9.0, 10.0, 10.0], samples["weight"]
     assert_equal "tracing-ms", samples["weightType"]
-    assert_equal [9 * MS, 0, 0, 0, 0, 0], samples["threadCPUDelta"], "both CPU samples before 20 ms go to the first"
+    assert_equal [5 * MS, 4 * MS, 0, 0, 0, 0], samples["threadCPUDelta"], "each CPU sample to the next wall sample"
     assert_equal [%w[main work], %w[main work helper], ["Garbage Collection"], %w[main work], %w[main Kernel#sleep],
                   %w[main Kernel#sleep]], stacks(main)
-    categories = json["meta"]["categories"].map { |c| c["name"] }
-    assert_equal ["Running", "Running", "GC", "Waiting for GVL", "Sleeping", "Sleeping"],
-                 samples["stack"].map { |s| categories[main["stackTable"]["category"][s]] }
+    assert_equal ["Running", "Running", "GC", "Waiting for GVL", "Idle: Sleeping", "Idle: Sleeping"],
+                 category_names(json, main)
+    assert_equal ["Idle: Blocked", "Running"], category_names(json, thread(json, "worker"))
     worker = thread(json, "worker")
     assert_equal [[25.0, 35.0], [0, 8 * MS]], worker["samples"].values_at("time", "threadCPUDelta")
     assert_equal [%w[main IO#read], %w[main recurse recurse]], stacks(worker)
@@ -157,6 +171,9 @@ class FirefoxExportTest < Minitest::Test
       ["Mailer", 25.0, 35.0, { "type" => "Label", "label" => "job", "value" => "Mailer" }]
     ], markers(thread(json, "worker")), "a run that starts blocked starts where that part ends"
     assert_equal [1], thread(json, "main")["markers"]["phase"].uniq, "intervals"
+    categories = json["meta"]["categories"].map { |c| c["name"] }
+    assert_equal ["Other", "GC", "Waiting for GVL", "Other", "Idle"],
+                 thread(json, "main")["markers"]["category"].map { |i| categories[i] }
     schemas = json["meta"]["markerSchema"].map { |schema| schema["name"] }
     assert_equal %w[GC ThreadState Label], schemas
   end
@@ -232,6 +249,65 @@ class FirefoxExportCommandTest < Minitest::Test
     code, _, err = run_command(@file, "--to", "gecko")
     assert_equal 2, code
     assert_one_line_error(err, /--to: "gecko" is not accepted \(expected collapsed, speedscope or firefox\)/)
+  end
+end
+
+# The Firefox Profiler's own code reads the file: its command line
+# (@firefox-devtools/profiler-cli, pinned by script/test-node-deps) loads it
+# through the profiler's loader and upgrader, counts each thread's CPU from
+# threadCPUDelta, sums the call tree in wall ms (leaving idle samples out
+# unless asked) and lists the markers.
+class FirefoxProfilerLoadTest < Minitest::Test
+  def setup
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    skip "Node.js is not installed (apt-get install nodejs npm)" unless system("node --version > /dev/null 2>&1")
+    @cli = File.join(NodeDeps.install, "@firefox-devtools", "profiler-cli", "dist", "profiler-cli.js")
+    # Short: the session's socket lives in it (108 bytes at most).
+    @dir = Dir.mktmpdir("sonde-pq")
+    @file = File.join(@dir, "app.json")
+    File.write(@file, Sonde::Convert.new(Sonde::Pprof.decode(FirefoxExportTest.fixture.encode), to: :firefox,
+                                                                                               name: "app.pprof")
+                                   .write(+"").to_s)
+  end
+
+  def teardown
+    return unless @dir
+
+    profiler_cli("stop", json: false) if @loaded # its daemon
+    FileUtils.rm_rf(@dir)
+  end
+
+  def profiler_cli(*args, json: true)
+    args << "--json" if json
+    stdout, stderr, status = Open3.capture3({ "PROFILER_CLI_SESSION_DIR" => @dir }, "node", @cli, *args)
+    assert status.success?, "profiler-cli #{args.join(" ")} failed:\n#{stdout}#{stderr}"
+    json ? JSON.parse(stdout) : stdout
+  end
+
+  def test_the_profilers_own_loader_reads_it
+    profiler_cli("load", @file, json: false)
+    @loaded = true
+    threads = profiler_cli("thread", "list")["threads"].to_h { |t| [t["name"], t] }
+    assert_equal %w[main worker], threads.keys.sort
+    assert_equal [2, "app.pprof", "0"], threads["worker"].values_at("tid", "processName", "pid")
+    # It reads each delta as the CPU since the sample before: a thread's
+    # first one (main's 5 ms before 20 ms) is not counted.
+    assert_equal({ "main" => 4.0, "worker" => 8.0 }, threads.transform_values { |t| t["cpuMs"] })
+
+    main = threads["main"]["threadHandle"]
+    tree = profiler_cli("thread", "samples-top-down", "--thread", main, "--include-idle")
+    assert_equal "tracing-ms", tree["weightType"]
+    root = tree["regularCallTree"]
+    assert_equal 52, root["totalSamples"], "wall ms: 10 + 10 + 3 + 9 + 10 + 10"
+    work = root["children"].find { |node| node["name"] == "main" }["children"].find { |node| node["name"] == "work" }
+    assert_equal [29, 19], work.values_at("totalSamples", "selfSamples")
+    active = profiler_cli("thread", "samples-top-down", "--thread", main)["regularCallTree"]
+    assert_equal 32, active["totalSamples"], "the 20 ms asleep are idle"
+
+    markers = profiler_cli("thread", "markers", "--thread", main)
+    assert_equal ["GC", "GET /a", "GET /b", "sleeping", "waiting for gvl"], markers["byType"].map { |m| m["markerName"] }.sort
+    gc = markers["byType"].find { |m| m["markerName"] == "GC" }["topMarkers"].first
+    assert_equal [28, 3], gc.values_at("start", "duration")
   end
 end
 

@@ -17,7 +17,8 @@ module Sonde
     # start) on its stack, weighted by its wall time ("tracing-ms", so the
     # call tree sums wall time), with the CPU the thread used since the
     # sample before (threadCPUDelta, ns: the activity graph's height) and
-    # its state as category (the graph's colour). Its markers are the
+    # its state as category (the graph's colour; sleeping and blocked are
+    # Idle, which the profiler can leave out). Its markers are the
     # timeline's spans: GC, thread states, label values. Every table is
     # per thread (stringArray too, as version 48 has it); frames, functions
     # and stacks are deduplicated, tables and markers in a fixed order, so
@@ -30,19 +31,21 @@ module Sonde
       NS_PER_MS = 1_000_000.0
       INTERVAL_PHASE = 1
 
-      # Category 0 is the default one, which must be grey; the others are
-      # Sonde's states. Each has the generic subcategory "Other" first.
+      # [name, colour, subcategories]: category 0 is the default one, which
+      # must be grey; the others are Sonde's states. Every category's first
+      # subcategory is the generic "Other". Sleeping and blocked are "Idle",
+      # the name the profiler's "idle samples" switch looks for.
       CATEGORIES = [
-        ["Other", "grey", nil],
-        ["Running", "blue", "running"],
-        ["Waiting for GVL", "red", "waiting for gvl"],
-        ["Sleeping", "transparent", "sleeping"],
-        ["Blocked", "lightblue", "blocked"],
-        ["GC", "orange", "gc"]
+        ["Other", "grey", ["Other"]],
+        ["Running", "blue", ["Other"]],
+        ["Waiting for GVL", "red", ["Other"]],
+        ["Idle", "transparent", %w[Other Sleeping Blocked]],
+        ["GC", "orange", ["Other"]]
       ].freeze
-      STATE_CATEGORIES = CATEGORIES.each_with_index.to_h { |(_name, _color, state), i| [state, i] }.freeze
-      GC_CATEGORY = STATE_CATEGORIES.fetch("gc")
-      DEFAULT_CATEGORY = 0
+      # state => [category, subcategory]
+      STATE_CATEGORIES = { "running" => [1, 0], "waiting for gvl" => [2, 0], "sleeping" => [3, 1],
+                           "blocked" => [3, 2], "gc" => [4, 0] }.freeze
+      DEFAULT_CATEGORY = [0, 0].freeze
 
       MARKER_DISPLAY = %w[marker-chart marker-table timeline-overview].freeze
       MARKER_SCHEMA = [
@@ -102,7 +105,7 @@ module Sonde
           sourceCodeIsNotOnSearchfox: true,
           markerSchema: MARKER_SCHEMA,
           sampleUnits: { time: "ms", eventDelay: "ms", threadCPUDelta: "ns" },
-          categories: CATEGORIES.map { |name, color, _state| { name: name, color: color, subcategories: ["Other"] } },
+          categories: CATEGORIES.map { |name, color, subs| { name: name, color: color, subcategories: subs } },
           initialSelectedThreads: [main]
         }
       end
@@ -180,29 +183,30 @@ module Sonde
           }
         end
 
+        # [category, subcategory] of the moment's state.
         def category(moment)
           STATE_CATEGORIES.fetch(moment.state, DEFAULT_CATEGORY)
         end
 
         # location_ids: leaf first. Returns the leaf's stack index, or nil
         # for a sample without frames.
-        def stack(location_ids, category)
+        def stack(location_ids, (category, subcategory))
           prefix = nil
           location_ids.reverse_each do |location_id|
-            frame = frame(location_id, category)
-            prefix = (@stack_ids[[prefix, frame]] ||= @stacks.add(frame: frame, category: category, subcategory: 0,
-                                                                    prefix: prefix))
+            frame = frame(location_id, category, subcategory)
+            prefix = (@stack_ids[[prefix, frame]] ||= @stacks.add(frame: frame, category: category,
+                                                                    subcategory: subcategory, prefix: prefix))
           end
           prefix
         end
 
-        # A frame per location and category: a stack's category is its
+        # A frame per location and state: a stack's category is its
         # frame's, so the same line in two states is two frames of one
         # function (the call tree, which goes by function, keeps it one).
-        def frame(location_id, category)
-          @frame_ids[[location_id, category]] ||= begin
+        def frame(location_id, category, subcategory)
+          @frame_ids[[location_id, category, subcategory]] ||= begin
             location = @profile.locations.fetch(location_id)
-            @frames.add(address: -1, inlineDepth: 0, category: category, subcategory: 0,
+            @frames.add(address: -1, inlineDepth: 0, category: category, subcategory: subcategory,
                         func: func(@profile.functions.fetch(location.function_id, Pprof::UNKNOWN_FUNCTION)),
                         nativeSymbol: nil, innerWindowID: nil, implementation: nil,
                         line: location.line.positive? ? location.line : nil, column: nil)
@@ -241,10 +245,10 @@ module Sonde
 
         def marker_category(span)
           case span.kind
-          when :gc then GC_CATEGORY
+          when :gc then STATE_CATEGORIES.fetch("gc")
           when :state then STATE_CATEGORIES.fetch(span.name, DEFAULT_CATEGORY)
           else DEFAULT_CATEGORY
-          end
+          end.first
         end
       end
 
