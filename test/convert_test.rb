@@ -158,7 +158,7 @@ class ConvertTest < Minitest::Test
     assert_match(/sample: "gpu" is not accepted \(this profile has: cpu-time, cpu-samples, wall-time, wall-samples/,
                  error.message)
     error = assert_raises(Sonde::ArgumentError) { convert(to: :json) }
-    assert_match(/to: :json is not accepted \(expected one of :collapsed, :speedscope\)/, error.message)
+    assert_match(/to: :json is not accepted \(expected one of :collapsed, :speedscope, :firefox\)/, error.message)
   end
 end
 
@@ -236,8 +236,8 @@ class ConvertCommandTest < Minitest::Test
 
   def test_usage_errors
     {
-      [@file] => /missing --to \(collapsed or speedscope\)/,
-      [@file, "--to", "svg"] => /--to: "svg" is not accepted \(expected collapsed or speedscope\)/,
+      [@file] => /missing --to \(collapsed, speedscope or firefox\)/,
+      [@file, "--to", "svg"] => /--to: "svg" is not accepted \(expected collapsed, speedscope or firefox\)/,
       [@file, "--to", "collapsed", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(this profile has: /,
       [@file, "--to", "collapsed", "--label", "endpoint"] => /--label: "endpoint" is on no sample \(this profile's labels: /,
       [@file, "--to", "speedscope", "--label", "state"] => /--label: only collapsed stacks lead by a label/,

@@ -6,6 +6,8 @@ require "sonde/views"
 require "sonde/converters/stacks"
 require "sonde/converters/collapsed"
 require "sonde/converters/speedscope"
+require "sonde/converters/timeline"
+require "sonde/converters/firefox"
 
 module Sonde
   # `sonde convert`: a pprof profile into another tool's format.
@@ -13,30 +15,34 @@ module Sonde
   #   Sonde::Convert.new(profile, to: :collapsed, sample: "wall").write($stdout)
   #   Sonde::Convert.new(profile, to: :collapsed, sample: "heap").write($stdout)   # heap-live-size, bytes
   #   Sonde::Convert.new(profile, to: :speedscope, name: "app").write(File.open("app.json", "w"))
+  #   Sonde::Convert.new(profile, to: :firefox, name: "app").write(io)   # needs the timeline
   class Convert
-    FORMATS = %i[collapsed speedscope].freeze
+    FORMATS = %i[collapsed speedscope firefox].freeze
 
     # The profile itself cannot be converted (it has no sample types): a
     # problem of the file, not of the options.
     class ProfileError < Sonde::Error; end
 
-    # to: :collapsed or :speedscope. sample: a sample type (name or alias),
-    # or nil for the format's default. thread_names, label: collapsed only;
-    # label: a label name whose value leads each stack.
+    # to: :collapsed, :speedscope or :firefox. sample: a sample type (name
+    # or alias), or nil for the format's default; firefox takes none (its
+    # samples are the wall samples, with their CPU). thread_names, label:
+    # collapsed only; label: a label name whose value leads each stack.
+    # firefox raises ProfileError when no sample has a moment (a profile
+    # recorded without the timeline).
     def initialize(profile, to:, sample: nil, thread_names: true, name: "profile", label: nil)
       unless FORMATS.include?(to)
         raise Sonde::ArgumentError, "to: #{to.inspect} is not accepted (expected one of #{FORMATS.map(&:inspect).join(", ")})"
       end
       raise Sonde::ArgumentError, "label: only collapsed stacks lead by a label (not #{to})" if label && to != :collapsed
 
-      @stacks = Converters::Stacks.new(profile, labels: label)
-      check_label(label) if label
       @to = to
-      # Resolved now, so that a profile that cannot be converted fails
-      # before anything is written.
-      @type_index = sample ? type_index(sample) : (to == :collapsed ? default_collapsed_type : nil)
-      @thread_names = thread_names
       @name = name
+      @thread_names = thread_names
+      if to == :firefox
+        lay_out_timeline(profile, sample)
+      else
+        fold_stacks(profile, sample, label)
+      end
     end
 
     def write(io)
@@ -51,7 +57,31 @@ module Sonde
         Converters::Collapsed.new(@stacks, type_index: @type_index, thread_names: @thread_names)
       when :speedscope
         Converters::Speedscope.new(@stacks, name: @name, type_indexes: @type_index && [@type_index])
+      when :firefox
+        Converters::Firefox.new(@profile, @timeline, name: @name)
       end
+    end
+
+    # Resolved now, so that a profile that cannot be converted fails
+    # before anything is written.
+    def fold_stacks(profile, sample, label)
+      @stacks = Converters::Stacks.new(profile, labels: label)
+      check_label(label) if label
+      @type_index = sample ? type_index(sample) : (@to == :collapsed ? default_collapsed_type : nil)
+    end
+
+    # Laid out now too: a profile without a timeline fails before anything
+    # is written.
+    def lay_out_timeline(profile, sample)
+      if sample
+        raise Sonde::ArgumentError, "sample: firefox takes no sample type (its samples are the wall samples, " \
+                                    "with the CPU of each)"
+      end
+
+      @profile = profile
+      @timeline = Converters::Timeline.new(profile)
+    rescue Converters::Timeline::Untimed => e
+      raise ProfileError, e.message
     end
 
     def type_index(sample)

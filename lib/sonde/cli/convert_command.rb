@@ -10,7 +10,7 @@ require "sonde/cli/profile_file_command"
 
 module Sonde
   module CLI
-    # `sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE]
+    # `sonde convert FILE --to collapsed|speedscope|firefox [-o OUT] [--sample TYPE]
     # [--no-thread-names] [--label NAME]`: a pprof profile in another tool's format, to OUT
     # or to standard output. Errors are one line on err, never a backtrace:
     # 2 for usage, 1 for a bad file.
@@ -18,9 +18,10 @@ module Sonde
       include ProfileFileCommand
 
       PREFIX = "sonde convert: "
-      USAGE = "sonde convert FILE --to collapsed|speedscope [-o OUT] [--sample TYPE] [--no-thread-names] " \
+      USAGE = "sonde convert FILE --to collapsed|speedscope|firefox [-o OUT] [--sample TYPE] [--no-thread-names] " \
               "[--label NAME]"
-      FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope }.freeze
+      FORMATS = { "collapsed" => :collapsed, "speedscope" => :speedscope, "firefox" => :firefox }.freeze
+      FORMAT_NAMES = "#{FORMATS.keys[0...-1].join(", ")} or #{FORMATS.keys.last}"
       STDOUT_NAME = "-"
       INITIAL = { to: nil, output: STDOUT_NAME, sample: nil, thread_names: true, label: nil }.freeze
 
@@ -28,7 +29,7 @@ module Sonde
 
       def parse_arguments(argv)
         file = parse_file(argv)
-        raise UsageError, "missing --to (collapsed or speedscope)" unless @to || file.nil?
+        raise UsageError, "missing --to (#{FORMAT_NAMES})" unless @to || file.nil?
 
         file
       end
@@ -36,9 +37,11 @@ module Sonde
       def parser
         option_parser("Converts a pprof profile for other tools.") do |opts|
           opts.on("--to FORMAT", "collapsed: flamegraph.pl's folded stacks, one line per stack and thread;",
-                  "speedscope: speedscope's JSON, one profile per thread and sample type") do |value|
+                  "speedscope: speedscope's JSON, one profile per thread and sample type;",
+                  "firefox: Firefox Profiler's JSON, each thread's samples in time with GC, state",
+                  "and label markers (needs a profile recorded with the timeline)") do |value|
             @to = FORMATS.fetch(value) do
-              raise UsageError, "--to: #{value.inspect} is not accepted (expected #{FORMATS.keys.join(" or ")})"
+              raise UsageError, "--to: #{value.inspect} is not accepted (expected #{FORMAT_NAMES})"
             end
           end
           opts.on("-o", "--output FILE", "Where to write (default: standard output)") { |value| @output = value }
@@ -62,7 +65,8 @@ module Sonde
         views = Views.all.values
         ["Sample type: any type in the profile, or #{views.map(&:name).join(", ")} for",
          "#{views.map(&:type).join(", ")} (default: the first of",
-         "those the profile has for collapsed, each of them for speedscope)"]
+         "those the profile has for collapsed, each of them for speedscope;",
+         "firefox takes none: wall samples, with their CPU)"]
       end
 
       def execute(file)
