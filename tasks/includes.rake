@@ -18,8 +18,11 @@ require_relative "state_owners"
 
 desc "Fails when a file writes per-thread state it does not own (tasks/state_owners.rb); run by test:c"
 task "test:owners" do
-  violations = StateOwners.violations(File.expand_path("../ext/sonde", __dir__))
+  dir = File.expand_path("../ext/sonde", __dir__)
+  violations = StateOwners.violations(dir)
   abort "per-thread state written outside its owner:\n  #{violations.join("\n  ")}" unless violations.empty?
+  raw = StateOwners.raw_atomics(dir)
+  abort "atomics not through shared.h:\n  #{raw.join("\n  ")}" unless raw.empty?
   puts "state owners: thread_context written only in #{StateOwners::OWNER}, its sampling record only in " \
-       "#{StateOwners::PARTS.fetch("sampling")}"
+       "#{StateOwners::PARTS.fetch("sampling")}; atomics only through shared.h"
 end

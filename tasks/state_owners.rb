@@ -7,7 +7,8 @@
 # writes. Read from the source text: in each file, the names declared as
 # `thread_context *NAME` are followed, and an assignment to one of their
 # fields (`=`, `+=` and the like, `++`, `--`) or its address handed on
-# (`&NAME->field`, which the callee may write through) is a write.
+# (`&NAME->field`, which the callee may write through) is a write. It also
+# finds compiler atomics named anywhere but ext/sonde/shared.h.
 module StateOwners
   STRUCT = "thread_context"
   OWNER = "thread_contexts.c"
@@ -36,6 +37,16 @@ module StateOwners
 
           "#{file}:#{number}: #{text} (#{owner_of(field)} owns it)"
         end
+      end
+    end
+  end
+
+  # Each raw compiler atomic outside shared.h, the one header that may name
+  # them (every other file says the memory order through its names).
+  def raw_atomics(dir)
+    Dir[File.join(dir, "*.{c,h}")].sort.reject { |path| File.basename(path) == "shared.h" }.flat_map do |path|
+      File.read(path).each_line.with_index(1).filter_map do |line, number|
+        "#{File.basename(path)}:#{number}: #{line.strip}" if line.sub(%r{//.*}, "").match?(/__atomic_|__sync_/)
       end
     end
   end

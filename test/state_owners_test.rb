@@ -55,4 +55,14 @@ class StateOwnersTest < Minitest::Test
   def test_the_core_writes_each_thread_s_state_only_where_it_is_owned
     assert_empty StateOwners.violations(File.expand_path("../ext/sonde", __dir__))
   end
+
+  def test_atomics_outside_shared_h_are_found
+    Dir.mktmpdir("sonde-state-owners") do |dir|
+      File.write(File.join(dir, "shared.h"), "#define shared_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)\n")
+      File.write(File.join(dir, "a.c"), "int f(int *p) {\n  return __atomic_load_n(p, __ATOMIC_ACQUIRE); // raw\n}\n" \
+                                        "// __atomic_store_n in a comment is prose\n")
+      assert_equal ["a.c:2: return __atomic_load_n(p, __ATOMIC_ACQUIRE); // raw"], StateOwners.raw_atomics(dir)
+    end
+    assert_empty StateOwners.raw_atomics(File.expand_path("../ext/sonde", __dir__))
+  end
 end

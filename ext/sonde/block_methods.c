@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "shared.h"
+
 // A power of two. 16,384 distinct blocks sampled in one process is far past
 // what a large Rails app shows; 256 KB of zeroes until used.
 #define BLOCK_METHODS_SLOTS (1u << 14)
@@ -45,21 +47,20 @@ void block_methods_remember_signal_safe(uint64_t block_iseq, uint64_t method_ent
   uint32_t index = slot_index(block_iseq);
   for (uint32_t probe = 0; probe < BLOCK_METHODS_MAX_PROBES; probe++) {
     block_method_slot *slot = &slots[(index + probe) & (BLOCK_METHODS_SLOTS - 1)];
-    uint64_t key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
+    uint64_t key = shared_load_acquire(&slot->block_iseq);
     if (key == 0) {
       if (method_entry == 0) return; // nothing to forget
       uint64_t expected = 0;
-      if (!__atomic_compare_exchange_n(&slot->block_iseq, &expected, block_iseq, false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE)) {
+      if (!shared_cas_acq_rel(&slot->block_iseq, &expected, block_iseq)) {
         key = expected; // another thread took it first: is it ours?
       } else {
-        __atomic_fetch_add(&used, 1, __ATOMIC_RELAXED);
+        shared_add_relaxed(&used, 1);
         key = block_iseq;
       }
     }
     if (key == block_iseq) {
-      if (__atomic_load_n(&slot->method_entry, __ATOMIC_RELAXED) != method_entry) {
-        __atomic_store_n(&slot->method_entry, method_entry, __ATOMIC_RELEASE);
+      if (shared_load_relaxed(&slot->method_entry) != method_entry) {
+        shared_store_release(&slot->method_entry, method_entry);
       }
       return;
     }
@@ -71,13 +72,13 @@ uint64_t block_methods_find(uint64_t block_iseq) {
   uint32_t index = slot_index(block_iseq);
   for (uint32_t probe = 0; probe < BLOCK_METHODS_MAX_PROBES; probe++) {
     const block_method_slot *slot = &slots[(index + probe) & (BLOCK_METHODS_SLOTS - 1)];
-    uint64_t key = __atomic_load_n(&slot->block_iseq, __ATOMIC_ACQUIRE);
+    uint64_t key = shared_load_acquire(&slot->block_iseq);
     if (key == 0) return 0;
-    if (key == block_iseq) return __atomic_load_n(&slot->method_entry, __ATOMIC_ACQUIRE);
+    if (key == block_iseq) return shared_load_acquire(&slot->method_entry);
   }
   return 0;
 }
 
 size_t block_methods_capacity(void) { return BLOCK_METHODS_SLOTS; }
 
-size_t block_methods_used(void) { return __atomic_load_n(&used, __ATOMIC_RELAXED); }
+size_t block_methods_used(void) { return shared_load_relaxed(&used); }

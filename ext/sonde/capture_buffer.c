@@ -16,6 +16,8 @@
 
 #include <stdlib.h>
 
+#include "shared.h"
+
 enum { SLOT_FREE, SLOT_WRITING, SLOT_PUBLISHED, SLOT_READING };
 
 struct capture_buffer {
@@ -76,9 +78,8 @@ static uint32_t index_of(const capture_buffer *buffer, const capture *slot) {
 capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
   for (uint32_t i = 0; i < buffer->slot_count; i++) {
     uint32_t expected = SLOT_FREE;
-    if (__atomic_load_n(&buffer->states[i], __ATOMIC_RELAXED) != SLOT_FREE) continue;
-    if (__atomic_compare_exchange_n(&buffer->states[i], &expected, SLOT_WRITING, false, __ATOMIC_ACQUIRE,
-                                    __ATOMIC_RELAXED)) {
+    if (shared_load_relaxed(&buffer->states[i]) != SLOT_FREE) continue;
+    if (shared_cas_acquire(&buffer->states[i], &expected, SLOT_WRITING)) {
       capture *slot = &buffer->slots[i];
       slot->kind = 0;
       slot->flags = 0;
@@ -94,30 +95,29 @@ capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
       return slot;
     }
   }
-  __atomic_fetch_add(&buffer->drops, 1, __ATOMIC_RELAXED);
+  shared_add_relaxed(&buffer->drops, 1);
   return NULL;
 }
 
 void capture_buffer_publish_signal_safe(capture_buffer *buffer, capture *slot) {
-  __atomic_fetch_add(&buffer->published, 1, __ATOMIC_RELAXED);
-  __atomic_store_n(&buffer->states[index_of(buffer, slot)], SLOT_PUBLISHED, __ATOMIC_RELEASE);
+  shared_add_relaxed(&buffer->published, 1);
+  shared_store_release(&buffer->states[index_of(buffer, slot)], SLOT_PUBLISHED);
 }
 
 void capture_buffer_abandon_signal_safe(capture_buffer *buffer, capture *slot) {
-  __atomic_store_n(&buffer->states[index_of(buffer, slot)], SLOT_FREE, __ATOMIC_RELEASE);
+  shared_store_release(&buffer->states[index_of(buffer, slot)], SLOT_FREE);
 }
 
 uint64_t capture_buffer_next_sequence_signal_safe(capture_buffer *buffer) {
-  return __atomic_add_fetch(&buffer->sequence, 1, __ATOMIC_RELAXED);
+  return shared_add_then_load_relaxed(&buffer->sequence, 1);
 }
 
 uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, void *data) {
   uint32_t count = 0;
   for (uint32_t i = 0; i < buffer->slot_count; i++) {
     uint32_t expected = SLOT_PUBLISHED;
-    if (__atomic_load_n(&buffer->states[i], __ATOMIC_RELAXED) != SLOT_PUBLISHED) continue;
-    if (__atomic_compare_exchange_n(&buffer->states[i], &expected, SLOT_READING, false, __ATOMIC_ACQUIRE,
-                                    __ATOMIC_RELAXED)) {
+    if (shared_load_relaxed(&buffer->states[i]) != SLOT_PUBLISHED) continue;
+    if (shared_cas_acquire(&buffer->states[i], &expected, SLOT_READING)) {
       buffer->order[count++] = i;
     }
   }
@@ -137,7 +137,7 @@ uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, vo
   for (uint32_t i = 0; i < count; i++) {
     uint32_t index = buffer->order[i];
     bool take = visit(&buffer->slots[index], data) == CAPTURE_TAKEN;
-    __atomic_store_n(&buffer->states[index], take ? SLOT_FREE : SLOT_PUBLISHED, __ATOMIC_RELEASE);
+    shared_store_release(&buffer->states[index], take ? SLOT_FREE : SLOT_PUBLISHED);
     if (take) taken++;
   }
   return taken;
@@ -146,7 +146,7 @@ uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, vo
 void capture_buffer_each_published(const capture_buffer *buffer, void (*visit)(const capture *slot, void *data),
                                    void *data) {
   for (uint32_t i = 0; i < buffer->slot_count; i++) {
-    uint32_t state = __atomic_load_n(&buffer->states[i], __ATOMIC_ACQUIRE);
+    uint32_t state = shared_load_acquire(&buffer->states[i]);
     if (state == SLOT_PUBLISHED || state == SLOT_READING) visit(&buffer->slots[i], data);
   }
 }
@@ -168,15 +168,15 @@ void capture_buffer_each_published_frame(const capture_buffer *buffer, void (*vi
 }
 
 void capture_buffer_reset(capture_buffer *buffer) {
-  for (uint32_t i = 0; i < buffer->slot_count; i++) __atomic_store_n(&buffer->states[i], SLOT_FREE, __ATOMIC_RELEASE);
+  for (uint32_t i = 0; i < buffer->slot_count; i++) shared_store_release(&buffer->states[i], SLOT_FREE);
 }
 
 bool capture_buffer_slot_published(const capture_buffer *buffer, const capture *slot) {
-  return __atomic_load_n(&buffer->states[index_of(buffer, slot)], __ATOMIC_ACQUIRE) == SLOT_PUBLISHED;
+  return shared_load_acquire(&buffer->states[index_of(buffer, slot)]) == SLOT_PUBLISHED;
 }
 
 uint64_t capture_buffer_published(const capture_buffer *buffer) {
-  return __atomic_load_n(&buffer->published, __ATOMIC_RELAXED);
+  return shared_load_relaxed(&buffer->published);
 }
 
-uint64_t capture_buffer_drops(const capture_buffer *buffer) { return __atomic_load_n(&buffer->drops, __ATOMIC_RELAXED); }
+uint64_t capture_buffer_drops(const capture_buffer *buffer) { return shared_load_relaxed(&buffer->drops); }

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "clocks.h"
+#include "shared.h"
 #include "xorshift.h"
 
 // Records per chunk and chunks at most: 16384 threads timed at once. A
@@ -86,7 +87,7 @@ cpu_timers *cpu_timers_new(int64_t interval_ns, uint64_t seed) {
   // Generations never repeat within a process, across runs too: a stale
   // signal from a previous run cannot match a record of this one.
   static uint32_t generations;
-  timers->next_generation = __atomic_add_fetch(&generations, 1u << 20, __ATOMIC_RELAXED);
+  timers->next_generation = shared_add_then_load_relaxed(&generations, 1u << 20);
   return timers;
 }
 
@@ -104,14 +105,14 @@ static uint32_t take_generation(cpu_timers *timers) {
 }
 
 static timer_record *record_at(const cpu_timers *timers, uint32_t index) {
-  timer_record *chunk = __atomic_load_n(&timers->chunks[index >> CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+  timer_record *chunk = shared_load_acquire(&timers->chunks[index >> CHUNK_SHIFT]);
   return chunk ? &chunk[index & (CHUNK_SIZE - 1)] : NULL;
 }
 
 // Retired records become free once no handler is inside this module: any
 // handler that could have read one before it was retired has left.
 static void recycle_retired_if_quiet(cpu_timers *timers) {
-  if (timers->retired == 0 || __atomic_load_n(&timers->handlers_inside, __ATOMIC_SEQ_CST) != 0) return;
+  if (timers->retired == 0 || shared_load_seq(&timers->handlers_inside) != 0) return;
   for (uint32_t i = 0; i < timers->chunk_count * CHUNK_SIZE; i++) {
     timer_record *record = record_at(timers, i);
     if (record->state == RECORD_RETIRED) record->state = RECORD_FREE;
@@ -133,7 +134,7 @@ static bool find_free_record(cpu_timers *timers, uint32_t *index) {
   timer_record *chunk = calloc(CHUNK_SIZE, sizeof(timer_record));
   if (chunk == NULL) return false;
   *index = timers->chunk_count * CHUNK_SIZE;
-  __atomic_store_n(&timers->chunks[timers->chunk_count++], chunk, __ATOMIC_RELEASE);
+  shared_store_release(&timers->chunks[timers->chunk_count++], chunk);
   return true;
 }
 
@@ -181,7 +182,7 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
     result = CPU_TIMER_REFUSED;
   } else if (!find_free_record(timers, &index)) {
     result = CPU_TIMER_REFUSED; // 16384 threads timed at once, or out of memory
-    __atomic_fetch_add(&timers->failures, 1, __ATOMIC_RELAXED);
+    shared_add_relaxed(&timers->failures, 1);
   } else {
     int64_t cpu_now = clocks_cpu_ns(clock);
     if (cpu_now < 0) {
@@ -193,7 +194,7 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
       int64_t first_expiry = 1 + (int64_t)(xorshift_next(&timers->random_state) % (uint64_t)timers->interval_ns);
       result = create_timer(timers, clock, tid, value, &record->timer);
       if (result == CPU_TIMER_REFUSED || result == CPU_TIMER_UNAVAILABLE) {
-        __atomic_fetch_add(&timers->failures, 1, __ATOMIC_RELAXED);
+        shared_add_relaxed(&timers->failures, 1);
       }
       if (result == CPU_TIMER_ARMED) {
         record->tid = (int32_t)tid;
@@ -201,18 +202,18 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
         record->last_cpu_ns = count_from_ns >= 0 && count_from_ns <= cpu_now ? count_from_ns : cpu_now;
         record->state = RECORD_LIVE;
         // Published before the timer can fire: its first signal must find it.
-        __atomic_store_n(&record->generation, generation, __ATOMIC_RELEASE);
+        shared_store_release(&record->generation, generation);
         struct itimerspec spec = {.it_interval = timespec_of(timers->interval_ns), .it_value = timespec_of(first_expiry)};
         if (timer_settime(record->timer, 0, &spec, NULL) != 0) {
-          __atomic_store_n(&record->generation, 0, __ATOMIC_SEQ_CST);
+          shared_store_seq(&record->generation, 0);
           timer_delete(record->timer);
           record->state = RECORD_RETIRED;
           timers->retired++;
           result = CPU_TIMER_REFUSED;
-          __atomic_fetch_add(&timers->failures, 1, __ATOMIC_RELAXED);
+          shared_add_relaxed(&timers->failures, 1);
         } else {
           *ref = value;
-          __atomic_fetch_add(&timers->live, 1, __ATOMIC_RELAXED);
+          shared_add_relaxed(&timers->live, 1);
         }
       }
     }
@@ -226,11 +227,11 @@ cpu_timer_result cpu_timers_arm(cpu_timers *timers, int64_t tid, const void *thr
 // both sides): a handler either counted itself in first, and holds off the
 // recycling, or it reads generation 0.
 static void retire(cpu_timers *timers, timer_record *record) {
-  __atomic_store_n(&record->generation, 0, __ATOMIC_SEQ_CST);
+  shared_store_seq(&record->generation, 0);
   timer_delete(record->timer);
   record->state = RECORD_RETIRED;
   timers->retired++;
-  __atomic_fetch_sub(&timers->live, 1, __ATOMIC_RELAXED);
+  shared_sub_relaxed(&timers->live, 1);
 }
 
 void cpu_timers_disarm(cpu_timers *timers, cpu_timer_ref ref) {
@@ -239,7 +240,7 @@ void cpu_timers_disarm(cpu_timers *timers, cpu_timer_ref ref) {
   pthread_mutex_lock(&timers->lock);
   if (index < timers->chunk_count * CHUNK_SIZE) {
     timer_record *record = record_at(timers, index);
-    if (record->state == RECORD_LIVE && __atomic_load_n(&record->generation, __ATOMIC_RELAXED) == generation) {
+    if (record->state == RECORD_LIVE && shared_load_relaxed(&record->generation) == generation) {
       retire(timers, record);
     }
   }
@@ -250,7 +251,7 @@ void cpu_timers_disarm(cpu_timers *timers, cpu_timer_ref ref) {
 // check before may still be about to commit: it is inside until it has.
 // Handlers run a few dozen instructions; yielding covers one preempted.
 static void wait_for_handlers_to_leave(cpu_timers *timers) {
-  for (int spins = 0; spins < 1000 && __atomic_load_n(&timers->handlers_inside, __ATOMIC_SEQ_CST) != 0; spins++) {
+  for (int spins = 0; spins < 1000 && shared_load_seq(&timers->handlers_inside) != 0; spins++) {
     sched_yield();
   }
 }
@@ -262,10 +263,10 @@ int64_t cpu_timers_finish(cpu_timers *timers, cpu_timer_ref ref, int64_t cpu_now
   pthread_mutex_lock(&timers->lock);
   if (index < timers->chunk_count * CHUNK_SIZE) {
     timer_record *record = record_at(timers, index);
-    if (record->state == RECORD_LIVE && __atomic_load_n(&record->generation, __ATOMIC_RELAXED) == generation) {
+    if (record->state == RECORD_LIVE && shared_load_relaxed(&record->generation) == generation) {
       retire(timers, record);
       wait_for_handlers_to_leave(timers);
-      int64_t covered = __atomic_load_n(&record->last_cpu_ns, __ATOMIC_ACQUIRE);
+      int64_t covered = shared_load_acquire(&record->last_cpu_ns);
       uncovered = cpu_now_ns > covered ? cpu_now_ns - covered : 0;
     }
   }
@@ -287,13 +288,13 @@ void cpu_timers_forget_after_fork(cpu_timers *timers) {
   pthread_mutex_init(&timers->lock, NULL);
   for (uint32_t i = 0; i < timers->chunk_count * CHUNK_SIZE; i++) {
     timer_record *record = record_at(timers, i);
-    __atomic_store_n(&record->generation, 0, __ATOMIC_RELAXED);
+    shared_store_relaxed(&record->generation, 0);
     record->state = RECORD_FREE;
   }
   timers->closed = true; // the child's own run makes its own timers
   timers->retired = 0;
-  __atomic_store_n(&timers->live, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&timers->handlers_inside, 0, __ATOMIC_RELAXED);
+  shared_store_relaxed(&timers->live, 0);
+  shared_store_relaxed(&timers->handlers_inside, 0);
 }
 
 bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info, cpu_timer_hit *hit) {
@@ -301,12 +302,12 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
   uint64_t value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
   uint32_t index = (uint32_t)(value >> GENERATION_BITS), generation = (uint32_t)(value & GENERATION_MASK);
   if (generation == 0 || index >= MAX_CHUNKS * CHUNK_SIZE) return false;
-  __atomic_fetch_add(&timers->handlers_inside, 1, __ATOMIC_SEQ_CST);
+  shared_add_seq(&timers->handlers_inside, 1);
   bool ours = false;
   timer_record *record = record_at(timers, index);
-  if (record != NULL && __atomic_load_n(&record->generation, __ATOMIC_SEQ_CST) == generation) {
+  if (record != NULL && shared_load_seq(&record->generation) == generation) {
     int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-    int64_t before = __atomic_load_n(&record->last_cpu_ns, __ATOMIC_RELAXED);
+    int64_t before = shared_load_relaxed(&record->last_cpu_ns);
     *hit = (cpu_timer_hit){
         .tid = record->tid,
         .thread_handle = record->thread_handle,
@@ -315,34 +316,34 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
         .generation = generation,
         .clock_ns = now,
     };
-    __atomic_fetch_add(&timers->signals, 1, __ATOMIC_RELAXED);
+    shared_add_relaxed(&timers->signals, 1);
     ours = true;
   }
-  __atomic_fetch_sub(&timers->handlers_inside, 1, __ATOMIC_RELEASE);
+  shared_sub_release(&timers->handlers_inside, 1);
   return ours;
 }
 
 void cpu_timers_commit_signal_safe(cpu_timers *timers, const cpu_timer_hit *hit) {
   if (hit->clock_ns < 0) return;
-  __atomic_fetch_add(&timers->handlers_inside, 1, __ATOMIC_SEQ_CST);
+  shared_add_seq(&timers->handlers_inside, 1);
   timer_record *record = record_at(timers, hit->index);
   // Only the thread's own handler writes last_cpu_ns, one signal at a time
   // (SIGPROF is blocked while its handler runs).
-  if (record != NULL && __atomic_load_n(&record->generation, __ATOMIC_SEQ_CST) == hit->generation) {
-    __atomic_store_n(&record->last_cpu_ns, hit->clock_ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&timers->sampled_cpu_ns, hit->cpu_ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&timers->committed, 1, __ATOMIC_RELAXED);
+  if (record != NULL && shared_load_seq(&record->generation) == hit->generation) {
+    shared_store_relaxed(&record->last_cpu_ns, hit->clock_ns);
+    shared_add_relaxed(&timers->sampled_cpu_ns, hit->cpu_ns);
+    shared_add_relaxed(&timers->committed, 1);
   }
-  __atomic_fetch_sub(&timers->handlers_inside, 1, __ATOMIC_RELEASE);
+  shared_sub_release(&timers->handlers_inside, 1);
 }
 
 cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
   cpu_timer_stats stats = {
-      .live = __atomic_load_n(&timers->live, __ATOMIC_RELAXED),
-      .signals = __atomic_load_n(&timers->signals, __ATOMIC_RELAXED),
-      .committed = __atomic_load_n(&timers->committed, __ATOMIC_RELAXED),
-      .failures = __atomic_load_n(&timers->failures, __ATOMIC_RELAXED),
-      .sampled_cpu_ns = __atomic_load_n(&timers->sampled_cpu_ns, __ATOMIC_RELAXED),
+      .live = shared_load_relaxed(&timers->live),
+      .signals = shared_load_relaxed(&timers->signals),
+      .committed = shared_load_relaxed(&timers->committed),
+      .failures = shared_load_relaxed(&timers->failures),
+      .sampled_cpu_ns = shared_load_relaxed(&timers->sampled_cpu_ns),
   };
   pthread_mutex_lock(&timers->lock);
   stats.unavailable = timers->unavailable;
@@ -351,7 +352,7 @@ cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
   return stats;
 }
 
-bool cpu_timers_any_refused(cpu_timers *timers) { return __atomic_load_n(&timers->failures, __ATOMIC_RELAXED) != 0; }
+bool cpu_timers_any_refused(cpu_timers *timers) { return shared_load_relaxed(&timers->failures) != 0; }
 
 void cpu_timers_fail_creation_for_testing(cpu_timers *timers, int err) {
   pthread_mutex_lock(&timers->lock);

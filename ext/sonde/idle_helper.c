@@ -12,6 +12,8 @@
 
 #include <ruby/thread.h>
 
+#include "shared.h"
+
 typedef struct {
   idle_helper *helper;
   void (*on_request)(void *);
@@ -48,7 +50,7 @@ typedef struct {
 static void *wait_for_request_without_gvl(void *arg) {
   helper_wait *wait = arg;
   idle_helper *helper = wait->helper;
-  __atomic_store_n(&helper->started, 1, __ATOMIC_RELEASE);
+  shared_store_release(&helper->started, 1);
   pthread_mutex_lock(&helper->lock);
   while (!helper->requested && !helper->stopping && !wait->ruby_wants_us) {
     pthread_cond_wait(&helper->wakeup, &helper->lock);
@@ -86,7 +88,7 @@ static VALUE helper_loop(VALUE arg) {
 
 static VALUE helper_ended(VALUE arg) {
   helper_start *start = (helper_start *)arg;
-  __atomic_store_n(&start->helper->alive, 0, __ATOMIC_RELEASE);
+  shared_store_release(&start->helper->alive, 0);
   free(start);
   return Qnil;
 }
@@ -99,13 +101,13 @@ void idle_helper_start(idle_helper *helper, void (*on_request)(void *), void *da
   helper_start *start = malloc(sizeof(*start));
   if (start == NULL) rb_raise(rb_eNoMemError, "sonde: out of memory starting the idle helper");
   *start = (helper_start){.helper = helper, .on_request = on_request, .data = data};
-  __atomic_store_n(&helper->started, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&helper->alive, 1, __ATOMIC_RELEASE);
+  shared_store_release(&helper->started, 0);
+  shared_store_release(&helper->alive, 1);
   int raised = 0;
   VALUE thread = rb_protect(create_helper_thread, (VALUE)start, &raised);
   if (raised) {
     // Never started: the thread that would have freed start does not exist.
-    __atomic_store_n(&helper->alive, 0, __ATOMIC_RELEASE);
+    shared_store_release(&helper->alive, 0);
     free(start);
     rb_jump_tag(raised);
   }
@@ -128,14 +130,14 @@ void idle_helper_stop(idle_helper *helper) {
   pthread_mutex_unlock(&helper->lock);
 }
 
-bool idle_helper_alive(const idle_helper *helper) { return __atomic_load_n(&helper->alive, __ATOMIC_ACQUIRE) != 0; }
+bool idle_helper_alive(const idle_helper *helper) { return shared_load_acquire(&helper->alive) != 0; }
 
-bool idle_helper_started(const idle_helper *helper) { return __atomic_load_n(&helper->started, __ATOMIC_ACQUIRE) != 0; }
+bool idle_helper_started(const idle_helper *helper) { return shared_load_acquire(&helper->started) != 0; }
 
 void idle_helper_forget_after_fork(idle_helper *helper) {
   pthread_mutex_init(&helper->lock, NULL);
   pthread_cond_init(&helper->wakeup, NULL);
   helper->stopping = true;
   helper->requested = false;
-  __atomic_store_n(&helper->alive, 0, __ATOMIC_RELEASE);
+  shared_store_release(&helper->alive, 0);
 }

@@ -18,6 +18,7 @@
 #include <ruby/debug.h>
 
 #include "sample_constants.h"
+#include "shared.h"
 
 // The calling thread's current set. Initial-exec: the handler must not be
 // the first to touch a dynamically allocated TLS block.
@@ -64,7 +65,7 @@ static void set_current_trace(VALUE packed) {
   uint32_t spare = (current_trace_index + 1) & 1;
   trace_of(packed, &current_traces[spare]);
   // The copy must be whole before a handler can pick it.
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  shared_fence_signal();
   current_trace_index = spare;
 }
 

@@ -3,6 +3,8 @@
 // credit and reads that counter when it plans the next tick.
 #include "pacing.h"
 
+#include "shared.h"
+
 #define PERCENT 100.0
 #define NANOS_PER_SECOND 1e9
 // Credit saved up while sampling was cheap may be spent at once, but never
@@ -34,27 +36,27 @@ void pacing_init(pacing *pace, int64_t base_interval_ns, double overhead_target_
 // The first pass too: nothing is known of its cost yet, and a costly first
 // pass charged under the cap would let a second one through unpaid.
 bool pacing_wants_cpu_time(const pacing *pace) {
-  if (__atomic_load_n(&pace->passes, __ATOMIC_RELAXED) == 0) return true;
-  return __atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED) >= CPU_CLOCK_WORTH_FROM_NS;
+  if (shared_load_relaxed(&pace->passes) == 0) return true;
+  return shared_load_relaxed(&pace->last_cost_ns) >= CPU_CLOCK_WORTH_FROM_NS;
 }
 
 int64_t pacing_cost_to_charge(const pacing *pace, int64_t wall_ns, int64_t cpu_ns) {
   if (wall_ns < 0) wall_ns = 0;
   if (cpu_ns >= 0) return cpu_ns < wall_ns ? cpu_ns : wall_ns;
-  int64_t cap = WALL_CHARGE_CAP_FACTOR * __atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED);
+  int64_t cap = WALL_CHARGE_CAP_FACTOR * shared_load_relaxed(&pace->last_cost_ns);
   if (cap < WALL_CHARGE_CAP_FLOOR_NS) cap = WALL_CHARGE_CAP_FLOOR_NS;
   return wall_ns < cap ? wall_ns : cap;
 }
 
 void pacing_record_cost(pacing *pace, int64_t cost_ns) {
   if (cost_ns < 0) cost_ns = 0;
-  __atomic_store_n(&pace->last_cost_ns, cost_ns, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&pace->passes, 1, __ATOMIC_RELAXED);
+  shared_store_relaxed(&pace->last_cost_ns, cost_ns);
+  shared_add_relaxed(&pace->spent_ns, (uint64_t)cost_ns);
+  shared_add_relaxed(&pace->passes, 1);
 }
 
 void pacing_record_extra_cost(pacing *pace, int64_t cost_ns) {
-  if (cost_ns > 0) __atomic_fetch_add(&pace->spent_ns, (uint64_t)cost_ns, __ATOMIC_RELAXED);
+  if (cost_ns > 0) shared_add_relaxed(&pace->spent_ns, (uint64_t)cost_ns);
 }
 
 void pacing_on_tick(pacing *pace) { pace->ticks++; }
@@ -65,7 +67,7 @@ static void settle(pacing *pace, int64_t now_ns) {
     pace->last_refill_ns = now_ns;
   }
   if (pace->credit_ns > pace->credit_cap_ns) pace->credit_ns = pace->credit_cap_ns;
-  uint64_t spent = __atomic_load_n(&pace->spent_ns, __ATOMIC_RELAXED);
+  uint64_t spent = shared_load_relaxed(&pace->spent_ns);
   pace->credit_ns -= (double)(spent - pace->spent_seen_ns);
   pace->spent_seen_ns = spent;
 }
@@ -75,9 +77,9 @@ static void settle(pacing *pace, int64_t now_ns) {
 // let go of the GVL), so at most one is counted: a lost tick costs one pass
 // of credit, never a stall.
 static double in_flight_ns(const pacing *pace) {
-  uint64_t passes = __atomic_load_n(&pace->passes, __ATOMIC_RELAXED);
+  uint64_t passes = shared_load_relaxed(&pace->passes);
   if (passes >= pace->ticks) return 0;
-  return (double)__atomic_load_n(&pace->last_cost_ns, __ATOMIC_RELAXED);
+  return (double)shared_load_relaxed(&pace->last_cost_ns);
 }
 
 int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns) {
@@ -86,10 +88,10 @@ int64_t pacing_next_interval_ns(pacing *pace, int64_t now_ns) {
   if (credit >= 0) return pace->base_interval_ns;
   // Wait until the debt is earned back; never less than the asked interval.
   int64_t repay = (int64_t)(-credit / pace->target_share);
-  __atomic_fetch_add(&pace->delayed_ticks, 1, __ATOMIC_RELAXED);
+  shared_add_relaxed(&pace->delayed_ticks, 1);
   return repay > pace->base_interval_ns ? repay : pace->base_interval_ns;
 }
 
-uint64_t pacing_delayed_ticks(const pacing *pace) { return __atomic_load_n(&pace->delayed_ticks, __ATOMIC_RELAXED); }
+uint64_t pacing_delayed_ticks(const pacing *pace) { return shared_load_relaxed(&pace->delayed_ticks); }
 
-uint64_t pacing_charged_ns(const pacing *pace) { return __atomic_load_n(&pace->spent_ns, __ATOMIC_RELAXED); }
+uint64_t pacing_charged_ns(const pacing *pace) { return shared_load_relaxed(&pace->spent_ns); }

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared.h"
+
 // Indexes are uint32_t; keeping the entry count well below 2^32 also keeps
 // the slot count (entries / load factor, rounded up to a power of two) in a
 // uint32_t.
@@ -502,7 +504,7 @@ recorder *recorder_new(void) {
   // Two recorders never share a generation, so an id cached for one is
   // never taken for an id of the other (see recorder_generation).
   static uint64_t generations;
-  rec->generation = __atomic_add_fetch(&generations, UINT64_C(1) << 32, __ATOMIC_RELAXED);
+  rec->generation = shared_add_then_load_relaxed(&generations, UINT64_C(1) << 32);
   // Allocating every table up front means no array is ever NULL: read-back of
   // an empty stack points into a real arena, and probes never meet 0 slots.
   location_table *locations = &rec->locations;

@@ -2,8 +2,10 @@
 // from signal handlers and threads without the GVL, hence atomic.
 #include "run.h"
 
+#include "shared.h"
+
 static sonde_run *active_run;
 
-sonde_run *run_active(void) { return __atomic_load_n(&active_run, __ATOMIC_ACQUIRE); }
+sonde_run *run_active(void) { return shared_load_acquire(&active_run); }
 
-void run_set_active(sonde_run *run) { __atomic_store_n(&active_run, run, __ATOMIC_RELEASE); }
+void run_set_active(sonde_run *run) { shared_store_release(&active_run, run); }

@@ -28,6 +28,7 @@
 #include "cpu_timers.h"
 #include "idle_helper.h"
 #include "own_threads.h"
+#include "shared.h"
 #include "signals.h"
 #include "stats.h"
 #include "trigger_park.h"
@@ -130,8 +131,8 @@ void scheduler_free(scheduler *sched) {
   free(sched);
 }
 
-#define ADD(field) __atomic_fetch_add(&sched->field, 1, __ATOMIC_RELAXED)
-#define READ(field) __atomic_load_n(&sched->field, __ATOMIC_RELAXED)
+#define ADD(field) shared_add_relaxed(&sched->field, 1)
+#define READ(field) shared_load_relaxed(&sched->field)
 
 static void wake_trigger(scheduler *sched) {
   pthread_mutex_lock(&sched->trigger_lock);
@@ -140,17 +141,17 @@ static void wake_trigger(scheduler *sched) {
 }
 
 void scheduler_request_stop(scheduler *sched) {
-  __atomic_store_n(&sched->stopping, 1, __ATOMIC_RELEASE);
+  shared_store_release(&sched->stopping, 1);
   wake_trigger(sched);
   trigger_park_wake_signal_safe();
   idle_helper_stop(&sched->helper);
 }
 
-bool scheduler_stopping(const scheduler *sched) { return __atomic_load_n(&sched->stopping, __ATOMIC_ACQUIRE) != 0; }
+bool scheduler_stopping(const scheduler *sched) { return shared_load_acquire(&sched->stopping) != 0; }
 
 pacing *scheduler_pacing(scheduler *sched) { return &sched->pace; }
 
-void scheduler_note_tick_signal_safe(scheduler *sched) { __atomic_store_n(&sched->tick_pending, 1, __ATOMIC_RELEASE); }
+void scheduler_note_tick_signal_safe(scheduler *sched) { shared_store_release(&sched->tick_pending, 1); }
 
 // A CPU-timer signal this much of an interval early still takes a standing
 // tick: the kernel checks CPU timers at its own 4-ms tick, so a busy
@@ -158,48 +159,48 @@ void scheduler_note_tick_signal_safe(scheduler *sched) { __atomic_store_n(&sched
 #define STANDING_EARLY_DIVISOR 4
 
 bool scheduler_take_offered_tick_signal_safe(scheduler *sched) {
-  bool standing = __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) != 0;
-  if (__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL)) {
-    if (standing) __atomic_store_n(&sched->standing_last_ns, clocks_monotonic_ns(), __ATOMIC_RELEASE);
+  bool standing = shared_load_acquire(&sched->standing) != 0;
+  if (shared_exchange_acq_rel(&sched->tick_offered, 0)) {
+    if (standing) shared_store_release(&sched->standing_last_ns, clocks_monotonic_ns());
     ADD(ticks_by_cpu_signal);
     return true;
   }
   if (!standing) return false;
   int64_t now = clocks_monotonic_ns(); // clock_gettime: async-signal-safe
-  int64_t last = __atomic_load_n(&sched->standing_last_ns, __ATOMIC_ACQUIRE);
-  int64_t interval = __atomic_load_n(&sched->standing_interval_ns, __ATOMIC_RELAXED);
+  int64_t last = shared_load_acquire(&sched->standing_last_ns);
+  int64_t interval = shared_load_relaxed(&sched->standing_interval_ns);
   if (now - last < interval - interval / STANDING_EARLY_DIVISOR) return false;
   // Another thread's signal may take the same tick: one of them wins.
-  if (!__atomic_compare_exchange_n(&sched->standing_last_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+  if (!shared_cas_acq_rel(&sched->standing_last_ns, &last, now))
     return false;
-  __atomic_fetch_add(&sched->standing_taken, 1, __ATOMIC_RELAXED);
+  shared_add_relaxed(&sched->standing_taken, 1);
   ADD(ticks_by_cpu_signal);
   return true;
 }
 
 void scheduler_note_pass_verdict(scheduler *sched, bool quiet, uint64_t resumes_at_start) {
   if (quiet) {
-    __atomic_store_n(&sched->resumes_at_quiet_pass, resumes_at_start, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&sched->quiet_passes, 1, __ATOMIC_SEQ_CST);
+    shared_store_seq(&sched->resumes_at_quiet_pass, resumes_at_start);
+    shared_add_seq(&sched->quiet_passes, 1);
     return;
   }
-  __atomic_store_n(&sched->rested, 0, __ATOMIC_RELAXED);
-  if (__atomic_load_n(&sched->quiet_passes, __ATOMIC_RELAXED) == 0) return;
-  __atomic_store_n(&sched->quiet_passes, 0, __ATOMIC_SEQ_CST);
+  shared_store_relaxed(&sched->rested, 0);
+  if (shared_load_relaxed(&sched->quiet_passes) == 0) return;
+  shared_store_seq(&sched->quiet_passes, 0);
   trigger_park_wake_signal_safe(); // a backed-off trigger comes back now
 }
 
 bool scheduler_rested_since_busy_pass(const scheduler *sched) {
-  return __atomic_load_n(&sched->rested, __ATOMIC_RELAXED) != 0;
+  return shared_load_relaxed(&sched->rested) != 0;
 }
 
 void scheduler_note_cpu_signal_signal_safe(scheduler *sched) {
-  if (__atomic_load_n(&sched->quiet_passes, __ATOMIC_RELAXED) == 0) return;
-  __atomic_store_n(&sched->quiet_passes, 0, __ATOMIC_SEQ_CST);
+  if (shared_load_relaxed(&sched->quiet_passes) == 0) return;
+  shared_store_seq(&sched->quiet_passes, 0);
   trigger_park_wake_signal_safe();
 }
 
-bool scheduler_take_tick(scheduler *sched) { return __atomic_exchange_n(&sched->tick_pending, 0, __ATOMIC_ACQ_REL) != 0; }
+bool scheduler_take_tick(scheduler *sched) { return shared_exchange_acq_rel(&sched->tick_pending, 0) != 0; }
 
 bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thread == sched->helper.thread; }
 
@@ -253,10 +254,10 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 #define STANDING_AFTER_TAKEN 4
 
 static void start_standing_offer(scheduler *sched) {
-  __atomic_store_n(&sched->standing_interval_ns, sched->interval_ns, __ATOMIC_RELAXED);
-  __atomic_store_n(&sched->standing_last_ns, clocks_monotonic_ns(), __ATOMIC_RELAXED);
-  __atomic_store_n(&sched->standing_taken, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&sched->standing, 1, __ATOMIC_RELEASE);
+  shared_store_relaxed(&sched->standing_interval_ns, sched->interval_ns);
+  shared_store_relaxed(&sched->standing_last_ns, clocks_monotonic_ns());
+  shared_store_relaxed(&sched->standing_taken, 0);
+  shared_store_release(&sched->standing, 1);
   ADD(standing_periods);
 }
 
@@ -267,7 +268,7 @@ static bool sleep_until(scheduler *sched, int64_t deadline_ns);
 // taken back (or Sonde stops).
 static bool offer_taken_within_grace(scheduler *sched) {
   if (!sleep_until(sched, clocks_monotonic_ns() + sched->interval_ns / 2)) return false;
-  if (__atomic_load_n(&sched->tick_offered, __ATOMIC_ACQUIRE) != 0) return false;
+  if (shared_load_acquire(&sched->tick_offered) != 0) return false;
   ADD(offers_taken_late);
   return true;
 }
@@ -278,9 +279,9 @@ static bool offer_tick_to_cpu_signal(scheduler *sched) {
     sched->offer_ticks_to_wait--;
     return false;
   }
-  bool outstanding = sched->offer_outstanding && __atomic_load_n(&sched->tick_offered, __ATOMIC_ACQUIRE) != 0;
+  bool outstanding = sched->offer_outstanding && shared_load_acquire(&sched->tick_offered) != 0;
   if (outstanding && offer_taken_within_grace(sched)) outstanding = false;
-  if (!outstanding && __atomic_exchange_n(&sched->tick_offered, 1, __ATOMIC_ACQ_REL) == 0) {
+  if (!outstanding && shared_exchange_acq_rel(&sched->tick_offered, 1) == 0) {
     if (sched->offer_outstanding) { // the last offer was taken
       sched->offer_backoff = 0;
       if (++sched->offers_taken_in_row >= STANDING_AFTER_TAKEN) start_standing_offer(sched);
@@ -289,7 +290,7 @@ static bool offer_tick_to_cpu_signal(scheduler *sched) {
     return true;
   }
   // The last tick's offer: take it back, unless a handler takes it first.
-  if (__atomic_exchange_n(&sched->tick_offered, 0, __ATOMIC_ACQ_REL) == 0) return true;
+  if (shared_exchange_acq_rel(&sched->tick_offered, 0) == 0) return true;
   sched->offer_outstanding = false;
   sched->offers_taken_in_row = 0;
   sched->offer_backoff = sched->offer_backoff == 0 ? OFFER_BACKOFF_FIRST
@@ -305,7 +306,7 @@ static bool offer_tick_to_cpu_signal(scheduler *sched) {
 static bool tick_from_trigger(scheduler *sched) {
   pthread_t owner;
   bool has_owner = vm_gvl_owner_from_any_thread(&owner);
-  if (__atomic_load_n(&sched->tick_pending, __ATOMIC_ACQUIRE)) {
+  if (shared_load_acquire(&sched->tick_pending)) {
     // The previous tick's pass has not run yet. While the thread that took
     // it still holds the GVL with no safe point (a long C call), another
     // signal would only add a capture no pass can take; the wall time is
@@ -315,7 +316,7 @@ static bool tick_from_trigger(scheduler *sched) {
       ADD(ticks_skipped);
       return false;
     }
-    __atomic_store_n(&sched->tick_pending, 0, __ATOMIC_RELEASE);
+    shared_store_release(&sched->tick_pending, 0);
   }
   if (sched->use_signals && !signals_sampling_handler_lost()) {
     if (has_owner) {
@@ -361,18 +362,18 @@ static bool tick_from_trigger(scheduler *sched) {
 #define STANDING_MIN_TAKEN 6
 
 static int64_t trigger_wait_ns(const scheduler *sched, int64_t interval_ns) {
-  return __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) ? STANDING_TICKS * interval_ns : interval_ns;
+  return shared_load_acquire(&sched->standing) ? STANDING_TICKS * interval_ns : interval_ns;
 }
 
 // At a wake-up: true when the offer stands for another period (no tick to
 // give now), false when there was none or it was just withdrawn.
 static bool standing_check(scheduler *sched, int64_t interval_ns) {
-  if (!__atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE)) return false;
-  uint64_t taken = __atomic_exchange_n(&sched->standing_taken, 0, __ATOMIC_ACQ_REL);
+  if (!shared_load_acquire(&sched->standing)) return false;
+  uint64_t taken = shared_exchange_acq_rel(&sched->standing_taken, 0);
   sched->pace.ticks += taken; // their passes report to pacing like a tick's
   bool keep = taken >= STANDING_MIN_TAKEN && interval_ns == sched->interval_ns && !signals_sampling_handler_lost();
   if (keep) return true;
-  __atomic_store_n(&sched->standing, 0, __ATOMIC_RELEASE);
+  shared_store_release(&sched->standing, 0);
   sched->offers_taken_in_row = 0;
   return false;
 }
@@ -407,22 +408,22 @@ static bool standing_check(scheduler *sched, int64_t interval_ns) {
 
 static bool still_quiet(scheduler *sched) {
   pthread_t owner;
-  return __atomic_load_n(&sched->quiet_passes, __ATOMIC_SEQ_CST) > 0 && !vm_gvl_owner_from_any_thread(&owner);
+  return shared_load_seq(&sched->quiet_passes) > 0 && !vm_gvl_owner_from_any_thread(&owner);
 }
 
 static void give_up_signals_from_trigger(scheduler *sched);
 
 static bool park_while_quiet(scheduler *sched) {
   trigger_park_enter();
-  uint64_t quiet_resumes = __atomic_load_n(&sched->resumes_at_quiet_pass, __ATOMIC_SEQ_CST);
+  uint64_t quiet_resumes = shared_load_seq(&sched->resumes_at_quiet_pass);
   if (!still_quiet(sched) || vm_gvl_resumes_from_any_thread() != quiet_resumes) {
     trigger_park_leave();
     return false;
   }
   ADD(parks);
-  __atomic_store_n(&sched->rested, 1, __ATOMIC_RELAXED);
+  shared_store_relaxed(&sched->rested, 1);
   int64_t parked_at = clocks_monotonic_ns();
-  __atomic_store_n(&sched->parked_since_ns, parked_at, __ATOMIC_RELAXED);
+  shared_store_relaxed(&sched->parked_since_ns, parked_at);
   while (!scheduler_stopping(sched)) {
     if (trigger_park_wait_until(clocks_monotonic_ns() + PARK_CHECK_NS)) break;
     if (sched->use_signals && !signals_sampling_handler_lost() && !signals_sampling_handler_in_place()) {
@@ -431,8 +432,8 @@ static bool park_while_quiet(scheduler *sched) {
     if (!still_quiet(sched) || vm_gvl_resumes_from_any_thread() != quiet_resumes) break;
   }
   trigger_park_leave();
-  __atomic_store_n(&sched->parked_since_ns, 0, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&sched->parked_ns, (uint64_t)(clocks_monotonic_ns() - parked_at), __ATOMIC_RELAXED);
+  shared_store_relaxed(&sched->parked_since_ns, 0);
+  shared_add_relaxed(&sched->parked_ns, (uint64_t)(clocks_monotonic_ns() - parked_at));
   return true;
 }
 
@@ -449,12 +450,12 @@ static bool back_off_while_quiet(scheduler *sched, int64_t interval_ns) {
     return false;
   }
   ADD(backoff_waits);
-  __atomic_store_n(&sched->rested, 1, __ATOMIC_RELAXED);
+  shared_store_relaxed(&sched->rested, 1);
   int64_t started = clocks_monotonic_ns();
   // Woken early: something runs, back to the full rate.
   if (trigger_park_wait_until(started + sched->backoff_ns - interval_ns)) sched->backoff_ns = 0;
   trigger_park_leave();
-  __atomic_fetch_add(&sched->backoff_ns_total, (uint64_t)(clocks_monotonic_ns() - started), __ATOMIC_RELAXED);
+  shared_add_relaxed(&sched->backoff_ns_total, (uint64_t)(clocks_monotonic_ns() - started));
   return true;
 }
 
@@ -462,7 +463,7 @@ static bool back_off_while_quiet(scheduler *sched, int64_t interval_ns) {
 // CPU timers), so a thread that ended while the trigger rested would lose
 // its time since its last sample; there the ticks go on at the rate.
 static bool wait_while_idle(scheduler *sched, int64_t interval_ns) {
-  if (!sched->use_signals || __atomic_load_n(&sched->standing, __ATOMIC_ACQUIRE) || !still_quiet(sched)) {
+  if (!sched->use_signals || shared_load_acquire(&sched->standing) || !still_quiet(sched)) {
     sched->backoff_ns = 0;
     return false;
   }
@@ -660,7 +661,7 @@ static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
 static void forget_wall_ticks_after_fork(sonde_run *run) {
   scheduler *sched = run->scheduler;
   init_trigger_locks(sched);
-  __atomic_store_n(&sched->stopping, 1, __ATOMIC_RELEASE);
+  shared_store_release(&sched->stopping, 1);
   sched->trigger_running = false;
   idle_helper_forget_after_fork(&sched->helper);
 }

@@ -18,6 +18,7 @@
 #include "labels.h"
 #include "run.h"
 #include "scheduler.h"
+#include "shared.h"
 #include "stats.h"
 #include "vm.h"
 
@@ -27,7 +28,7 @@ static uint64_t signals_received, cpu_signals, tick_signals, stale_timer_signals
 // preempted midway counts whole, so this bounds its cost from above).
 static uint64_t handler_ns;
 
-#define ADD(counter) __atomic_fetch_add(&(counter), 1, __ATOMIC_RELAXED)
+#define ADD(counter) shared_add_relaxed(&(counter), 1)
 
 // Only the thread holding the GVL queues the job: Ruby runs it at that
 // thread's next safe point. (A thread without the GVL would run it only
@@ -159,17 +160,17 @@ void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
     ADD(foreign_signals); // kill -PROF and the like: ignored
   }
   int64_t spent = clocks_monotonic_ns() - entered;
-  if (spent > 0) __atomic_fetch_add(&handler_ns, (uint64_t)spent, __ATOMIC_RELAXED);
+  if (spent > 0) shared_add_relaxed(&handler_ns, (uint64_t)spent);
 }
 
 void signal_sampler_reset_stats(void) {
   uint64_t *counters[] = {&signals_received, &cpu_signals,     &tick_signals,        &stale_timer_signals,
                           &wrong_thread_signals, &foreign_signals, &inconsistent_stacks, &jobs_not_queued,
                           &handler_ns};
-  for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) __atomic_store_n(counters[i], 0, __ATOMIC_RELAXED);
+  for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) shared_store_relaxed(counters[i], 0);
 }
 
-#define LOAD(counter) __atomic_load_n(&(counter), __ATOMIC_RELAXED)
+#define LOAD(counter) shared_load_relaxed(&(counter))
 
 void signal_sampler_add_stats(VALUE stats) {
   stats_put_count(stats, "signals_received", LOAD(signals_received));

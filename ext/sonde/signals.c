@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "shared.h"
+
 static signals_callback sampling_callback; // atomic
 
 // Set by the trigger thread when it finds that another library replaced the
@@ -29,10 +31,10 @@ static unsigned handlers_running;
 
 static void sampling_handler(int signal_number, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  __atomic_fetch_add(&handlers_running, 1, __ATOMIC_SEQ_CST);
-  signals_callback callback = __atomic_load_n(&sampling_callback, __ATOMIC_SEQ_CST);
+  shared_add_seq(&handlers_running, 1);
+  signals_callback callback = shared_load_seq(&sampling_callback);
   if (callback != NULL) callback(info);
-  __atomic_fetch_sub(&handlers_running, 1, __ATOMIC_SEQ_CST);
+  shared_sub_seq(&handlers_running, 1);
   errno = saved_errno;
 }
 
@@ -40,7 +42,7 @@ void signals_wait_for_running_handlers(void) {
   // A handler runs for microseconds; a thread stopped in one (by a
   // debugger) would hold this up, which is what must not be skipped.
   struct timespec pause = {.tv_sec = 0, .tv_nsec = 50000};
-  while (__atomic_load_n(&handlers_running, __ATOMIC_SEQ_CST) != 0) nanosleep(&pause, NULL);
+  while (shared_load_seq(&handlers_running) != 0) nanosleep(&pause, NULL);
 }
 
 static void empty_handler(int signal_number, siginfo_t *info, void *context) {}
@@ -91,8 +93,8 @@ sonde_status signals_install_sampling_handler(signals_callback on_signal, char *
              who);
     return SONDE_SIGNAL_CONFLICT;
   }
-  __atomic_store_n(&sampling_callback, on_signal, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&sampling_handler_lost, false, __ATOMIC_SEQ_CST);
+  shared_store_seq(&sampling_callback, on_signal);
+  shared_store_seq(&sampling_handler_lost, false);
   if (!install(sampling_handler)) {
     snprintf(error, error_size, "could not install the SIGPROF handler: %s", strerror(errno));
     return SONDE_SIGNAL_FAILED;
@@ -101,7 +103,7 @@ sonde_status signals_install_sampling_handler(signals_callback on_signal, char *
 }
 
 bool signals_sampling_handler_in_place(void) {
-  if (__atomic_load_n(&sampling_handler_lost, __ATOMIC_SEQ_CST)) return false;
+  if (shared_load_seq(&sampling_handler_lost)) return false;
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
       current.sa_sigaction == sampling_handler) {
@@ -110,17 +112,17 @@ bool signals_sampling_handler_in_place(void) {
   // Taken over (or unreadable, which cannot be told apart from it): a signal
   // sent now could land in someone else's handler, or kill the process if
   // they reset SIGPROF to its default.
-  __atomic_store_n(&sampling_handler_lost, true, __ATOMIC_SEQ_CST);
+  shared_store_seq(&sampling_handler_lost, true);
   return false;
 }
 
-bool signals_sampling_handler_lost(void) { return __atomic_load_n(&sampling_handler_lost, __ATOMIC_SEQ_CST); }
+bool signals_sampling_handler_lost(void) { return shared_load_seq(&sampling_handler_lost); }
 
 void signals_install_empty_handler(void) {
   // First, whatever the disposition: a library that took SIGPROF over may
   // put our handler back later (restoring what it found), and it must then
   // find nothing to call.
-  __atomic_store_n(&sampling_callback, NULL, __ATOMIC_SEQ_CST);
+  shared_store_seq(&sampling_callback, NULL);
   struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) != 0) return;
   // Someone else took SIGPROF over while we ran: theirs now, leave it be.
@@ -160,7 +162,7 @@ void signals_hold_sends_across_fork(void) { pthread_atfork(hold_sends_before_for
 
 void signals_give_up(void) {
   pthread_mutex_lock(&send_lock);
-  __atomic_store_n(&sampling_handler_lost, true, __ATOMIC_SEQ_CST);
+  shared_store_seq(&sampling_handler_lost, true);
   pthread_mutex_unlock(&send_lock);
 }
 
@@ -174,5 +176,5 @@ void signals_warn_handler_lost(void) {
 // run would wait forever for handlers that will never return.
 void signals_reset_in_forked_child(void) {
   pthread_mutex_init(&send_lock, NULL);
-  __atomic_store_n(&handlers_running, 0, __ATOMIC_SEQ_CST);
+  shared_store_seq(&handlers_running, 0);
 }

@@ -15,13 +15,14 @@
 #include <time.h>
 
 #include "clocks.h"
+#include "shared.h"
 
 static sem_t park_semaphore;
 // 1 while the trigger is parked and no wake has been posted since.
 static int parked;
 
 bool trigger_park_init(void) {
-  __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST);
+  shared_store_seq(&parked, 0);
   return sem_init(&park_semaphore, 0, 0) == 0;
 }
 
@@ -30,7 +31,7 @@ void trigger_park_enter(void) {
   // it ended) must not end this one at once: drained first.
   while (sem_trywait(&park_semaphore) == 0) {
   }
-  __atomic_store_n(&parked, 1, __ATOMIC_SEQ_CST);
+  shared_store_seq(&parked, 1);
 }
 
 bool trigger_park_wait_until(int64_t deadline_ns) {
@@ -43,11 +44,11 @@ bool trigger_park_wait_until(int64_t deadline_ns) {
   }
 }
 
-void trigger_park_leave(void) { __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST); }
+void trigger_park_leave(void) { shared_store_seq(&parked, 0); }
 
 void trigger_park_wake_signal_safe(void) {
-  if (__atomic_load_n(&parked, __ATOMIC_SEQ_CST) == 0) return;
-  if (__atomic_exchange_n(&parked, 0, __ATOMIC_SEQ_CST) == 1) {
+  if (shared_load_seq(&parked) == 0) return;
+  if (shared_exchange_seq(&parked, 0) == 1) {
     int saved = errno; // a handler's caller saves errno too; a hook's does not
     sem_post(&park_semaphore);
     errno = saved;

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "clocks.h"
+#include "shared.h"
 #include "trigger_park.h"
 #include "vm.h"
 
@@ -142,27 +143,27 @@ static thread_record *new_record_for_current_thread(void) {
 // previous event and opens the next one's.
 static void record_event(thread_record *record, gvl_event event) {
   int64_t now = clocks_monotonic_ns();
-  unsigned sequence = __atomic_load_n(&record->sequence, __ATOMIC_RELAXED);
-  __atomic_store_n(&record->sequence, sequence + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  int previous = __atomic_load_n(&record->last_event, __ATOMIC_RELAXED);
-  int64_t since = __atomic_load_n(&record->since_ns, __ATOMIC_RELAXED);
+  unsigned sequence = shared_load_relaxed(&record->sequence);
+  shared_store_relaxed(&record->sequence, sequence + 1);
+  shared_fence_release();
+  int previous = shared_load_relaxed(&record->last_event);
+  int64_t since = shared_load_relaxed(&record->since_ns);
   if (now > since) {
-    int64_t total = __atomic_load_n(&record->total_ns[previous], __ATOMIC_RELAXED);
-    __atomic_store_n(&record->total_ns[previous], total + (now - since), __ATOMIC_RELAXED);
+    int64_t total = shared_load_relaxed(&record->total_ns[previous]);
+    shared_store_relaxed(&record->total_ns[previous], total + (now - since));
   }
-  __atomic_store_n(&record->since_ns, now, __ATOMIC_RELAXED);
-  __atomic_store_n(&record->last_event, (int)event, __ATOMIC_RELAXED);
-  uint64_t epoch = __atomic_load_n(&pass_epoch, __ATOMIC_RELAXED);
-  if (event == GVL_EVENT_RESUMED && __atomic_load_n(&record->first_resume_epoch, __ATOMIC_RELAXED) != epoch) {
-    __atomic_store_n(&record->first_resume_epoch, epoch, __ATOMIC_RELAXED);
-    __atomic_store_n(&record->first_resume_ns, now, __ATOMIC_RELAXED);
+  shared_store_relaxed(&record->since_ns, now);
+  shared_store_relaxed(&record->last_event, (int)event);
+  uint64_t epoch = shared_load_relaxed(&pass_epoch);
+  if (event == GVL_EVENT_RESUMED && shared_load_relaxed(&record->first_resume_epoch) != epoch) {
+    shared_store_relaxed(&record->first_resume_epoch, epoch);
+    shared_store_relaxed(&record->first_resume_ns, now);
     for (int i = 0; i < GVL_EVENT_COUNT; i++) {
-      int64_t total = __atomic_load_n(&record->total_ns[i], __ATOMIC_RELAXED);
-      __atomic_store_n(&record->total_ns_at_first_resume[i], total, __ATOMIC_RELAXED);
+      int64_t total = shared_load_relaxed(&record->total_ns[i]);
+      shared_store_relaxed(&record->total_ns_at_first_resume[i], total);
     }
   }
-  __atomic_store_n(&record->sequence, sequence + 2, __ATOMIC_RELEASE);
+  shared_store_release(&record->sequence, sequence + 2);
 }
 
 static void times_from_totals(const int64_t totals[GVL_EVENT_COUNT], vm_gvl_times *times) {
@@ -178,18 +179,18 @@ static void read_times(const thread_record *record, int64_t now_ns, int *last_ev
   uint64_t resume_epoch;
   int event;
   for (;;) {
-    unsigned before = __atomic_load_n(&record->sequence, __ATOMIC_ACQUIRE);
+    unsigned before = shared_load_acquire(&record->sequence);
     if (before & 1) continue;
-    event = __atomic_load_n(&record->last_event, __ATOMIC_RELAXED);
-    since = __atomic_load_n(&record->since_ns, __ATOMIC_RELAXED);
-    for (int i = 0; i < GVL_EVENT_COUNT; i++) totals[i] = __atomic_load_n(&record->total_ns[i], __ATOMIC_RELAXED);
-    resume_epoch = __atomic_load_n(&record->first_resume_epoch, __ATOMIC_RELAXED);
-    resume_ns = __atomic_load_n(&record->first_resume_ns, __ATOMIC_RELAXED);
+    event = shared_load_relaxed(&record->last_event);
+    since = shared_load_relaxed(&record->since_ns);
+    for (int i = 0; i < GVL_EVENT_COUNT; i++) totals[i] = shared_load_relaxed(&record->total_ns[i]);
+    resume_epoch = shared_load_relaxed(&record->first_resume_epoch);
+    resume_ns = shared_load_relaxed(&record->first_resume_ns);
     for (int i = 0; i < GVL_EVENT_COUNT; i++) {
-      at_resume[i] = __atomic_load_n(&record->total_ns_at_first_resume[i], __ATOMIC_RELAXED);
+      at_resume[i] = shared_load_relaxed(&record->total_ns_at_first_resume[i]);
     }
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&record->sequence, __ATOMIC_RELAXED) == before) break;
+    shared_fence_acquire();
+    if (shared_load_relaxed(&record->sequence) == before) break;
   }
   if (now_ns > since) totals[event] += now_ns - since;
   *last_event = event;
@@ -200,16 +201,16 @@ static void read_times(const thread_record *record, int64_t now_ns, int *last_ev
 }
 
 static void set_gvl_owner_to_current_thread(void) {
-  __atomic_store_n(&gvl_owner, (uintptr_t)pthread_self(), __ATOMIC_RELEASE);
+  shared_store_release(&gvl_owner, (uintptr_t)pthread_self());
 }
 
 static bool record_of_main_ractor(const thread_record *record) {
-  return __atomic_load_n(&record->of_main_ractor, __ATOMIC_ACQUIRE) != 0;
+  return shared_load_acquire(&record->of_main_ractor) != 0;
 }
 
 // Only from code running on the main Ractor about a thread of it.
 static void mark_of_main_ractor(thread_record *record) {
-  __atomic_store_n(&record->of_main_ractor, 1, __ATOMIC_RELEASE);
+  shared_store_release(&record->of_main_ractor, 1);
 }
 
 // A thread that lets go of the GVL clears the owner only if the owner is
@@ -220,7 +221,7 @@ static void mark_of_main_ractor(thread_record *record) {
 static void clear_gvl_owner_if(const thread_record *record) {
   uintptr_t leaving = (uintptr_t)record->pthread;
   if (leaving == NO_GVL_OWNER) return;
-  __atomic_compare_exchange_n(&gvl_owner, &leaving, NO_GVL_OWNER, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  shared_cas_release(&gvl_owner, &leaving, NO_GVL_OWNER);
 }
 
 // EXITED, on the ending thread itself (it is the last thing
@@ -234,33 +235,33 @@ static void add_cpu_after_end(const thread_record *record) {
   if (record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
   int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
   if (now < 0) return;
-  uint64_t slot = __atomic_fetch_add(&recent_exit_count, 1, __ATOMIC_RELAXED) % RECENT_EXITS;
-  __atomic_store_n(&recent_exits[slot], record->tid, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&exited_clock_total_ns, now, __ATOMIC_RELEASE);
-  int64_t counted = __atomic_load_n(&record->end_cpu_ns, __ATOMIC_RELAXED);
+  uint64_t slot = shared_add_relaxed(&recent_exit_count, 1) % RECENT_EXITS;
+  shared_store_relaxed(&recent_exits[slot], record->tid);
+  shared_add_release(&exited_clock_total_ns, now);
+  int64_t counted = shared_load_relaxed(&record->end_cpu_ns);
   if (counted <= 0 || now <= counted) return;
-  __atomic_fetch_add(&cpu_after_end_ns, now - counted, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&threads_after_end, 1, __ATOMIC_RELAXED);
+  shared_add_relaxed(&cpu_after_end_ns, now - counted);
+  shared_add_relaxed(&threads_after_end, 1);
 }
 
-int64_t vm_exited_threads_clock_ns(void) { return __atomic_load_n(&exited_clock_total_ns, __ATOMIC_ACQUIRE); }
+int64_t vm_exited_threads_clock_ns(void) { return shared_load_acquire(&exited_clock_total_ns); }
 
 size_t vm_recently_exited_tids(int64_t *tids, size_t max) {
-  uint64_t count = __atomic_load_n(&recent_exit_count, __ATOMIC_RELAXED);
+  uint64_t count = shared_load_relaxed(&recent_exit_count);
   size_t kept = count < RECENT_EXITS ? (size_t)count : RECENT_EXITS;
   if (kept > max) kept = max;
-  for (size_t i = 0; i < kept; i++) tids[i] = __atomic_load_n(&recent_exits[i], __ATOMIC_RELAXED);
+  for (size_t i = 0; i < kept; i++) tids[i] = shared_load_relaxed(&recent_exits[i]);
   return kept;
 }
 
 void vm_note_current_thread_end_cpu(int64_t cpu_ns) {
   thread_record *record = rb_internal_thread_specific_get(rb_thread_current(), record_key);
-  if (record != NULL && record->pid == getpid()) __atomic_store_n(&record->end_cpu_ns, cpu_ns, __ATOMIC_RELAXED);
+  if (record != NULL && record->pid == getpid()) shared_store_relaxed(&record->end_cpu_ns, cpu_ns);
 }
 
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
-  *threads = __atomic_exchange_n(&threads_after_end, 0, __ATOMIC_RELAXED);
-  return __atomic_exchange_n(&cpu_after_end_ns, 0, __ATOMIC_RELAXED);
+  *threads = shared_exchange_relaxed(&threads_after_end, 0);
+  return shared_exchange_relaxed(&cpu_after_end_ns, 0);
 }
 
 // The one hook; see the top of the file for what it may do. Only RESUMED is
@@ -284,11 +285,11 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
       record_event(record, GVL_EVENT_RESUMED);
     }
-    __atomic_fetch_add(&record->acquisitions, 1, __ATOMIC_RELAXED);
+    shared_add_relaxed(&record->acquisitions, 1);
     // A thread runs again: a parked trigger ticks again (trigger_park.h).
     // Counted first, sequentially consistent: a trigger about to park
     // either sees the count move or is woken here.
-    __atomic_fetch_add(&gvl_resumes, 1, __ATOMIC_SEQ_CST);
+    shared_add_seq(&gvl_resumes, 1);
     trigger_park_wake_signal_safe();
     // Another Ractor's thread takes its own Ractor's GVL, not the main one's.
     if (record_of_main_ractor(record)) set_gvl_owner_to_current_thread();
@@ -315,7 +316,7 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
 }
 
 bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
-  uintptr_t current = __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE);
+  uintptr_t current = shared_load_acquire(&gvl_owner);
   if (current == NO_GVL_OWNER) return false;
   *owner = (pthread_t)current;
   return true;
@@ -327,7 +328,7 @@ bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
 // just a token that is never NULL (glibc's pthread_t never is).
 const void *vm_gvl_holder_self_signal_safe(void) {
   uintptr_t self = (uintptr_t)pthread_self();
-  return __atomic_load_n(&gvl_owner, __ATOMIC_ACQUIRE) == self ? (const void *)self : NULL;
+  return shared_load_acquire(&gvl_owner) == self ? (const void *)self : NULL;
 }
 
 // gc.c's during_gc flag, a plain read.
@@ -591,11 +592,11 @@ static VALUE thread_name_set(VALUE self, VALUE name) {
 bool vm_times_gvl_waits(void) { return true; }
 
 // Epochs start at 1: a record's 0 means "no RESUMED noted".
-uint64_t vm_begin_pass(void) { return __atomic_add_fetch(&pass_epoch, 1, __ATOMIC_RELAXED); }
+uint64_t vm_begin_pass(void) { return shared_add_then_load_relaxed(&pass_epoch, 1); }
 
 bool vm_tells_resumes(void) { return true; }
 
-uint64_t vm_gvl_resumes_from_any_thread(void) { return __atomic_load_n(&gvl_resumes, __ATOMIC_SEQ_CST); }
+uint64_t vm_gvl_resumes_from_any_thread(void) { return shared_load_seq(&gvl_resumes); }
 
 bool vm_reuses_native_threads(void) { return false; }
 
@@ -626,7 +627,7 @@ static void describe_thread(VALUE thread, const thread_record *record, VALUE nam
       .name = name,
       .has_gvl_times = true,
       .has_gvl_acquisitions = true,
-      .gvl_acquisitions = __atomic_load_n(&record->acquisitions, __ATOMIC_RELAXED),
+      .gvl_acquisitions = shared_load_relaxed(&record->acquisitions),
   };
   read_times(record, now_ns, &last_event, info);
   info->state = state_of(thread, last_event);
@@ -694,7 +695,7 @@ static int depth_count_busy;
 // A handler of another thread may have held the scratch at the fork.
 // The parent's ended threads' CPU is the parent's.
 void vm_forget_after_fork(void) {
-  __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE);
+  shared_store_release(&depth_count_busy, 0);
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
 }
@@ -703,10 +704,10 @@ void vm_forget_after_fork(void) {
 // unknown. thread is Qnil for the calling thread's own stack.
 static uint32_t count_depth(VALUE thread, uint32_t kept, uint32_t max_frames) {
   if (kept < max_frames) return kept;
-  if (__atomic_exchange_n(&depth_count_busy, 1, __ATOMIC_ACQUIRE)) return 0;
+  if (shared_exchange_acquire(&depth_count_busy, 1)) return 0;
   int depth = NIL_P(thread) ? rb_profile_frames(0, DEPTH_COUNT_LIMIT, depth_count_scratch, NULL)
                             : rb_profile_thread_frames(thread, 0, DEPTH_COUNT_LIMIT, depth_count_scratch, NULL);
-  __atomic_store_n(&depth_count_busy, 0, __ATOMIC_RELEASE);
+  shared_store_release(&depth_count_busy, 0);
   return depth > 0 && (uint32_t)depth >= kept ? (uint32_t)depth : kept;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "block_methods.h"
+#include "shared.h"
 #include "vm.h"
 
 // The main Ractor, remembered at init: reading GET_RACTOR() from a thread
@@ -25,7 +26,7 @@ static rb_ractor_t *main_ractor;
 
 
 bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
-  const rb_thread_t *thread = __atomic_load_n(&main_ractor->threads.gvl.owner, __ATOMIC_RELAXED);
+  const rb_thread_t *thread = shared_load_relaxed(&main_ractor->threads.gvl.owner);
   if (thread == NULL) return false;
   *owner = thread->thread_id;
   return true;
@@ -516,7 +517,7 @@ uint32_t vm_thread_frames_with_memo(const void *handle, vm_frames_memo *memo, bo
 // which reads that context, read freed memory). Such a tick is skipped.
 const void *vm_gvl_holder_self_signal_safe(void) {
   if (main_ractor == NULL) return NULL;
-  const rb_thread_t *owner = __atomic_load_n(&main_ractor->threads.gvl.owner, __ATOMIC_RELAXED);
+  const rb_thread_t *owner = shared_load_relaxed(&main_ractor->threads.gvl.owner);
   if (owner == NULL || !pthread_equal(owner->thread_id, pthread_self())) return NULL;
   return rb_current_execution_context(false) == owner->ec ? owner : NULL;
 }
