@@ -132,6 +132,8 @@ void idle_helper_stop(idle_helper *helper) {
 
 bool idle_helper_alive(const idle_helper *helper) { return shared_load_acquire(&helper->alive) != 0; }
 
+VALUE idle_helper_thread(const idle_helper *helper) { return helper->thread; }
+
 bool idle_helper_started(const idle_helper *helper) { return shared_load_acquire(&helper->started) != 0; }
 
 void idle_helper_forget_after_fork(idle_helper *helper) {

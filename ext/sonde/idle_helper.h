@@ -40,6 +40,9 @@ bool idle_helper_request_from_trigger(idle_helper *helper);
 void idle_helper_stop(idle_helper *helper);
 
 bool idle_helper_alive(const idle_helper *helper);
+// The helper's Ruby thread (Qnil before its first start), for the owner
+// to mark, join and leave out of profiles.
+VALUE idle_helper_thread(const idle_helper *helper);
 bool idle_helper_started(const idle_helper *helper);
 
 // In a forked child: the helper did not survive; new locks.

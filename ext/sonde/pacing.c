@@ -61,6 +61,8 @@ void pacing_record_extra_cost(pacing *pace, int64_t cost_ns) {
 
 void pacing_on_tick(pacing *pace) { pace->ticks++; }
 
+void pacing_on_ticks(pacing *pace, uint64_t n) { pace->ticks += n; }
+
 static void settle(pacing *pace, int64_t now_ns) {
   if (now_ns > pace->last_refill_ns) {
     pace->credit_ns += pace->target_share * (double)(now_ns - pace->last_refill_ns);

@@ -61,6 +61,9 @@ void pacing_record_extra_cost(pacing *pace, int64_t cost_ns);
 // pass's) is held back from the credit, so a slow pass that has not
 // finished yet cannot let a second one through.
 void pacing_on_tick(pacing *pace);
+// The same for n ticks at once: those a standing offer's CPU signals took
+// for the trigger since its last check.
+void pacing_on_ticks(pacing *pace, uint64_t n);
 
 // The trigger asks how long to wait before its next tick: the base interval,
 // or longer while the budget is overdrawn (counted in delayed_ticks).

@@ -202,7 +202,7 @@ void scheduler_note_cpu_signal_signal_safe(scheduler *sched) {
 
 bool scheduler_take_tick(scheduler *sched) { return shared_exchange_acq_rel(&sched->tick_pending, 0) != 0; }
 
-bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thread == sched->helper.thread; }
+bool scheduler_is_idle_helper(const scheduler *sched, VALUE thread) { return thread == idle_helper_thread(&sched->helper); }
 
 // ---------------------------------------------------------------------------
 // The trigger thread.
@@ -370,7 +370,7 @@ static int64_t trigger_wait_ns(const scheduler *sched, int64_t interval_ns) {
 static bool standing_check(scheduler *sched, int64_t interval_ns) {
   if (!shared_load_acquire(&sched->standing)) return false;
   uint64_t taken = shared_exchange_acq_rel(&sched->standing_taken, 0);
-  sched->pace.ticks += taken; // their passes report to pacing like a tick's
+  pacing_on_ticks(&sched->pace, taken); // their passes report to pacing like a tick's
   bool keep = taken >= STANDING_MIN_TAKEN && interval_ns == sched->interval_ns && !signals_sampling_handler_lost();
   if (keep) return true;
   shared_store_release(&sched->standing, 0);
@@ -541,7 +541,7 @@ static void pass_for_idle_helper(void *data) {
 static VALUE start_idle_helper(VALUE arg) {
   scheduler *sched = (scheduler *)arg;
   idle_helper_start(&sched->helper, pass_for_idle_helper, sched);
-  if (!own_threads_add(sched->run->own, sched->helper.thread)) {
+  if (!own_threads_add(sched->run->own, idle_helper_thread(&sched->helper))) {
     rb_raise(rb_eRuntimeError, "sonde: too many threads of Sonde's own");
   }
   return Qnil;
@@ -566,7 +566,7 @@ static void *wait_for_helper_without_gvl(void *arg) {
 
 void scheduler_restart_idle_helper_if_gone(scheduler *sched) {
   if (idle_helper_alive(&sched->helper) || scheduler_stopping(sched)) return;
-  own_threads_remove(sched->run->own, sched->helper.thread);
+  own_threads_remove(sched->run->own, idle_helper_thread(&sched->helper));
   int raised = 0;
   rb_protect(start_idle_helper, (VALUE)sched, &raised);
   if (raised) {
@@ -602,7 +602,7 @@ static void stop_wall_ticks(sonde_run *run) {
     pthread_join(sched->trigger, NULL);
     sched->trigger_running = false;
   }
-  join_ruby_thread_quietly(sched->helper.thread);
+  join_ruby_thread_quietly(idle_helper_thread(&sched->helper));
 }
 
 static sonde_status start_wall_ticks(sonde_run *run, char *error, size_t error_size) {
@@ -630,7 +630,7 @@ static sonde_status start_wall_ticks(sonde_run *run, char *error, size_t error_s
   return SONDE_OK;
 }
 
-static void mark_wall_ticks(const sonde_run *run) { rb_gc_mark(run->scheduler->helper.thread); }
+static void mark_wall_ticks(const sonde_run *run) { rb_gc_mark(idle_helper_thread(&run->scheduler->helper)); }
 
 static void add_wall_tick_stats(const sonde_run *run, VALUE stats) {
   scheduler *sched = run->scheduler;
