@@ -167,7 +167,8 @@ class BrowserTest < Minitest::Test
   # a lane each, named; the canvas has the running colour in A's lane
   # during A's turns and not during B's, and the other way round; a drag
   # across one of A's turns folds the flame graph to the samples whose
-  # moment is in it; a hover shows the stack there; a click clears.
+  # moment is in it, and zooms to it; a hover shows the stack there; a
+  # click clears; unchecking B in the thread filter hides its lane.
   def test_timeline_of_threads_taking_turns
     skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
     pprof = File.join(@dir, "turns.pprof")
@@ -181,8 +182,13 @@ class BrowserTest < Minitest::Test
     probes = %w[A B].flat_map { |thread| moments.map { |us| { thread: thread, us: us } } }
     _, from, to = turns.select { |name, _, _| name == "A" }[1]
     drag = { from: from + PROBE_MARGIN_US, to: to - PROBE_MARGIN_US }
+    zoom_probes = Array.new(PROBES) { |k| drag[:from] + (k + 1) * (drag[:to] - drag[:from]) / (PROBES + 1) }
+                       .flat_map { |us| [{ thread: "A", us: us }, { thread: "B", us: us }] }
     result = @browser.timeline(html, probes: probes, drag: drag, hover: { thread: "A", us: (from + to) / 2 },
-                                     screenshot: File.join(SCREENSHOTS, "timeline-taking-turns.png"))
+                                     zoomProbes: zoom_probes,
+                                     uncheck: ["#threads input[value=\"#{data["threads"].index { |t| t[0] == "B" }}\"]"],
+                                     screenshot: File.join(SCREENSHOTS, "timeline-taking-turns.png"),
+                                     zoomScreenshot: File.join(SCREENSHOTS, "timeline-taking-turns-zoomed.png"))
     assert_empty result["errors"]
     names = result["names"].select { |name| name["visible"] }.map { |name| name["text"] }
     assert_equal %w[A B], (names & %w[A B]).sort, "lanes named A and B"
@@ -211,23 +217,48 @@ class BrowserTest < Minitest::Test
     assert_includes result["framesInRange"], "Object#burn_in_a"
     refute_includes result["framesInRange"], "Object#burn_in_b", "B burned in none of A's turn"
     assert_match(/\AA at \d+\.\d{3} s · running\n.*Object#burn_in_a/m, result["tooltip"])
+    # Zoomed to the range: it spans the plot, A runs and B sleeps all along it.
+    assert_in_delta range["from"], result["zoomedAxis"][0], 1, "the plot starts at the range's start"
+    assert_equal [running, result["colors"].fetch("sleeping")] * PROBES, result["zoomed"]
     assert_equal({ "range" => nil, "total" => result["totalBefore"] }, result["afterClear"], "a click clears the range")
+    lanes = result["lanes"].map { |lane| lane["name"] } - ["B"]
+    assert_equal [lanes, lanes], [result["lanesAfterUncheck"], result["namesAfterUncheck"]], "B's lane hidden"
+  end
+
+  # Strip probes: the middle of 3 GC samples, and of 3 long runs (40
+  # moments and more) of one endpoint with no GC within a second of them.
+  def gc_and_span_probes(moments)
+    gc = moments.select { |m| m.state == "gc" }
+    gcs = gc.first(3).map { |m| { thread: m.thread, us: m.end_us - 5_000, strip: true } }
+    runs = moments.slice_when { |a, b| a.thread != b.thread || a.set != b.set }.select { |run| run.size >= 40 && run[0].set >= 0 }
+    quiet = runs.reject do |run|
+      gc.any? { |m| m.thread == run[0].thread && m.end_us.between?(run[0].end_us - 1_000_000, run[-1].end_us + 1_000_000) }
+    end
+    spans = quiet.first(3).map { |run| { thread: run[0].thread, us: run[run.size / 2].end_us, strip: true, set: run[0].set } }
+    assert_equal [3, 3], [gcs.size, spans.size], "the fixture has GC samples and long label spans"
+    [gcs, spans]
   end
 
   # 4 threads of 10,000 timed samples (a 70-80 s profile at 100 Hz, 1.6 MB
   # page): the timeline is drawn, a drag folds the flame graph to its range.
-  # Statistical. Its bounds against what 3 runs measured (3.1, headless
+  # Statistical. Its bounds against what 6 runs measured (3.1, headless
   # Chromium, 2 shared cores at load 3-5, 5 Dec 2026, VERBOSE=1): "timeline
-  # drawn in" 64-85 ms, 0.13-0.17x its bound (<); "first paint at"
-  # 1517-1741 ms, 0.38-0.44x (<; the flame graph's SVG is 500-700 ms of
-  # it); "range refolded in" 196-295 ms, 0.13-0.20x (<).
+  # drawn in" 47-95 ms, 0.09-0.19x its bound (<); "first paint at"
+  # 1155-1773 ms, 0.29-0.44x (<; the flame graph's SVG is 500-700 ms of
+  # it); "range refolded in" 196-323 ms, 0.13-0.22x (<).
   statistical def test_timeline_of_ten_thousand_samples_per_thread_renders_fast
     html = write_page(TimelineFixture.profile(threads: 4, samples_per_thread: 10_000), "timeline-big")
     data = PageData.parse(File.read(html))
-    result = @browser.timeline(html, drag: { from: 20_000_000, to: 30_000_000 }, hover: { thread: "worker-2", us: 25_000_000 },
+    gcs, spans = gc_and_span_probes(PageData.moments(data))
+    result = @browser.timeline(html, probes: gcs + spans, drag: { from: 20_000_000, to: 30_000_000 },
+                                     hover: { thread: "worker-2", us: 25_000_000 },
                                      screenshot: File.join(SCREENSHOTS, "timeline-big.png"))
     assert_empty result["errors"]
     assert_equal [10_000] * 4, result["lanes"].map { |lane| lane["moments"] }
+    gc_colors, span_colors = result["probes"].partition.with_index { |_, i| i < gcs.size }
+    assert_equal [result["gcColor"]] * gcs.size, gc_colors, "GC pauses are marked beneath their lanes"
+    assert_equal spans.map { |probe| result["spanColors"][probe[:set]] }, span_colors,
+                 "a run of samples with the same endpoint is one span beneath its lane"
     type = data["defaultType"]
     in_range = PageData.moments(data).select { |m| m.end_us >= result["range"]["from"] && m.end_us <= result["range"]["to"] }
     assert_equal in_range.sum { |m| m.values[type] }, result["totalInRange"]

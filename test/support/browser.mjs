@@ -98,9 +98,11 @@ async function flamegraph(page, errors) {
 
 // The timeline above the flame graph: its lanes and their names, the
 // colour drawn at given moments of given lanes (probes: [{thread, us}],
-// read from the canvas), a drag across a time range (drag: {from, to} in
+// read from the canvas; strip: true reads the strip of label spans and GC
+// pauses beneath the lane's state band), a drag across a time range (drag: {from, to} in
 // µs) and what the flame graph then holds, a hover (hover: {thread, us})
-// and its tooltip, then a click that clears the range.
+// and its tooltip, then a click that clears the range, then the lanes left
+// once the thread boxes of uncheck are unchecked.
 async function timeline(page, errors) {
   const started = Date.now();
   await page.goto("file://" + job.html, { waitUntil: "load", timeout: TIMEOUT_MS });
@@ -126,12 +128,12 @@ async function timeline(page, errors) {
   result.openedMs = Date.now() - started;
   result.errors = errors;
   if (!result.timelineShown) return result;
-  const laneY = (thread) => {
+  const laneY = (thread, strip) => {
     const lane = result.lanes.find((l) => l.name === thread);
     if (!lane) throw new Error(`no lane named ${thread}`);
-    return lane.top + lane.band / 2;
+    return strip ? lane.top + lane.band + lane.strip / 2 : lane.top + lane.band / 2;
   };
-  result.probes = await page.evaluate((probes, ys) => {
+  const probe = (probes) => page.evaluate((probes, ys) => {
     const t = window.sonde.timeline;
     const canvas = document.querySelector("#timeline canvas");
     const ctx = canvas.getContext("2d");
@@ -141,9 +143,12 @@ async function timeline(page, errors) {
       const pixel = ctx.getImageData(Math.floor(x * ratio), Math.floor(ys[i] * ratio), 1, 1).data;
       return "#" + Array.from(pixel.slice(0, 3)).map((c) => c.toString(16).padStart(2, "0")).join("");
     });
-  }, job.probes || [], (job.probes || []).map((probe) => laneY(probe.thread)));
+  }, probes, probes.map((probe) => laneY(probe.thread, probe.strip)));
+  result.probes = await probe(job.probes || []);
   result.colors = await page.evaluate(() => Object.fromEntries(window.sonde.data.states
     .map((s) => [s, window.sonde.timeline.stateColor(s)])));
+  result.gcColor = await page.evaluate(() => window.sonde.timeline.gcColor);
+  result.spanColors = await page.evaluate(() => window.sonde.data.labelSets.map((_, set) => window.sonde.timeline.spanColor(set)));
   // Where moment us of thread's lane is on the page (the canvas may have moved).
   const at = (us, thread) => page.evaluate((us) => {
     const box = document.querySelector("#timeline canvas").getBoundingClientRect();
@@ -179,10 +184,25 @@ async function timeline(page, errors) {
     });
   }
   if (job.screenshot) await page.screenshot({ path: job.screenshot, fullPage: false });
+  // "Zoom to selection": the range spread over the width, probed again (zoomProbes), then "Zoom out".
+  if (job.drag && job.zoomProbes) {
+    await page.click("#timeline .timeline-zoom");
+    result.zoomed = await probe(job.zoomProbes);
+    result.zoomedAxis = await page.evaluate(() => [window.sonde.timeline.timeAt(150), window.sonde.timeline.range()]);
+    if (job.zoomScreenshot) await page.screenshot({ path: job.zoomScreenshot, fullPage: false });
+    await page.click("#timeline .timeline-unzoom");
+  }
   if (job.drag) {
     const point = await at(job.drag.from, result.lanes[0].name);
     await page.mouse.click(point.x, point.y); // a click, no drag: clears the range
     result.afterClear = await page.evaluate(() => ({ range: window.sonde.timeline.range(), total: window.sonde.current().total }));
+  }
+  // The thread filter: the lanes left once these boxes are unchecked.
+  if (job.uncheck) {
+    for (const selector of job.uncheck) await page.click(selector);
+    result.lanesAfterUncheck = await page.evaluate(() => window.sonde.timeline.lanes().map((lane) => lane.name));
+    result.namesAfterUncheck = await page.evaluate(() => Array.from(document.querySelectorAll("#timeline .timeline-name"))
+      .map((div) => div.textContent));
   }
   return result;
 }

@@ -6,7 +6,7 @@ require "json"
 # back for the tests: its timeline's moments with their thread, state,
 # stack and values.
 module PageData
-  Moment = Struct.new(:thread, :end_us, :state, :stack, :labels, :values, keyword_init: true)
+  Moment = Struct.new(:thread, :end_us, :state, :stack, :labels, :set, :values, keyword_init: true)
 
   module_function
 
@@ -16,7 +16,7 @@ module PageData
 
   # Every moment of data's timeline, lane by lane: thread name, end (µs
   # from originNs), state name, stack (function names, leaf first), labels
-  # (name => value) and values (one per sample type).
+  # (name => value) and their set's index (-1: none), values (one per type).
   def moments(data)
     width = 2 + data["types"].size
     stride = 4 + data["types"].size
@@ -26,7 +26,7 @@ module PageData
         raise "moment of thread #{thread} points at a sample of thread #{sample_thread}" unless sample_thread == thread
 
         Moment.new(thread: data["threads"][thread][0], end_us: end_us, state: state.negative? ? nil : data["states"][state],
-                   stack: stack(data, node), labels: labels(data, set), values: values)
+                   stack: stack(data, node), labels: labels(data, set), set: set, values: values)
       end
     end
   end

@@ -293,6 +293,7 @@
   }
 
   function render() {
+    if (timeline) timeline.showThreads(state.threads);
     performance.mark("sonde-fold-start");
     current = fold();
     performance.mark("sonde-fold-end");

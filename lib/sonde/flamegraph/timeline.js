@@ -12,7 +12,9 @@
 //
 // A drag selects a time range (options.onSelect gets {from, to} in
 // microseconds, then null when a click, Escape or "Clear" clears it);
-// hovering a lane shows the sample nearest the pointer on that thread.
+// "Zoom to selection" spreads that range over the width, "Zoom out" shows
+// the whole again; hovering a lane shows the sample nearest the pointer on
+// that thread. The page's thread filter hides lanes (showThreads).
 (function () {
   "use strict";
 
@@ -52,20 +54,23 @@
     return STATE_COLORS[name] || OTHER_COLOR;
   }
 
-  // "0.5 s", "1.25 s", "12 ms", "350 µs": enough digits for the step between ticks.
-  function formatTime(us, step) {
-    var unit = step >= 1e5 ? [1e6, "s"] : step >= 100 ? [1e3, "ms"] : [1, "µs"];
-    var digits = Math.max(0, Math.min(3, -Math.floor(Math.log10(step / unit[0]) + 1e-9)));
+  // An axis label: "0.5 s", "12.250 s", "350 ms", in the unit of the
+  // largest label, with the digits the step between ticks needs.
+  function formatTime(us, step, largest) {
+    var unit = largest >= 1e6 ? [1e6, "s"] : largest >= 1e3 ? [1e3, "ms"] : [1, "µs"];
+    var digits = Math.max(0, Math.min(6, -Math.floor(Math.log10(step / unit[0]) + 1e-9)));
     return (us / unit[0]).toFixed(digits) + " " + unit[1];
   }
 
-  // A range's edges and length, in the unit its length reads best in:
-  // "19.96 s to 29.98 s (10.02 s)", "120.5 ms to 180.0 ms (59.5 ms)".
+  // A range's edges in seconds, to a hundredth of its length or better,
+  // and its length in the unit it reads best in: "19.96 s to 29.98 s
+  // (10.02 s)", "1.094 s to 1.512 s (417.7 ms)".
   function formatRange(from, to) {
-    var length = to - from;
+    var length = Math.max(1, to - from);
+    var digits = Math.max(2, Math.min(7, 2 + Math.ceil(-Math.log10(length / 1e6))));
     var unit = length >= 1e6 ? [1e6, "s", 2] : length >= 1e3 ? [1e3, "ms", 1] : [1, "µs", 0];
-    function shown(us) { return (us / unit[0]).toFixed(unit[2]) + " " + unit[1]; }
-    return shown(from) + " to " + shown(to) + " (" + shown(length) + ")";
+    return (from / 1e6).toFixed(digits) + " s to " + (to / 1e6).toFixed(digits) + " s (" +
+      (length / unit[0]).toFixed(unit[2]) + " " + unit[1] + ")";
   }
 
   function niceStep(raw) {
@@ -120,12 +125,16 @@
     var tip = root.querySelector(".timeline-tip");
     var rangeText = root.querySelector(".timeline-range");
     var clearButton = root.querySelector(".timeline-clear");
+    var zoomButton = root.querySelector(".timeline-zoom");
+    var unzoomButton = root.querySelector(".timeline-unzoom");
     var wall = data.types.findIndex(function (t) { return t[0] === "wall-time"; });
     var cpu = data.types.findIndex(function (t) { return t[0] === "cpu-time"; });
     // The time a moment covers: its wall time; its CPU time in a profile without wall time.
     var paintType = wall >= 0 ? wall : cpu;
-    var lanes = data.timeline.lanes.map(function (entry) { return laneOf(data, entry, paintType); });
-    var view = { from: 0, to: Math.max(1, data.timeline.endUs) };
+    var allLanes = data.timeline.lanes.map(function (entry) { return laneOf(data, entry, paintType); });
+    var lanes = allLanes; // those of the threads shown
+    var whole = { from: 0, to: Math.max(1, data.timeline.endUs) };
+    var view = whole;
     var range = null;
     var drag = null;
     var plotWidth = 0;
@@ -171,7 +180,7 @@
         var x = Math.round(xOf(t));
         ctx.fillStyle = GRID_COLOR;
         ctx.fillRect(x, AXIS - 4, 1, height - AXIS + 4);
-        var text = formatTime(t, step);
+        var text = formatTime(t, step, view.to);
         if (x + 3 + ctx.measureText(text).width > width) continue;
         ctx.fillStyle = TEXT_COLOR;
         ctx.fillText(text, x + 3, AXIS / 2);
@@ -349,6 +358,8 @@
 
     function showRange() {
       clearButton.hidden = !range;
+      zoomButton.hidden = !range || (range.from === view.from && range.to === view.to);
+      unzoomButton.hidden = view === whole;
       if (!range) {
         overlay.hidden = true;
         rangeText.textContent = "Drag across the lanes to see that time in the flame graph.";
@@ -370,6 +381,20 @@
       range = { from: low, to: high };
       showRange();
       options.onSelect(range);
+    }
+
+    // Only the lanes of the threads whose flag is set (the page's thread filter).
+    function showThreads(flags) {
+      var shown = allLanes.filter(function (lane) { return flags[lane.thread]; });
+      if (shown.length === lanes.length && shown.every(function (lane, i) { return lane === lanes[i]; })) return;
+      lanes = shown;
+      draw();
+    }
+
+    // The time axis shows view (a range, or the whole profile).
+    function zoom(to) {
+      view = to && to.to > to.from ? { from: to.from, to: to.to } : whole;
+      draw();
     }
 
     function clear() {
@@ -407,12 +432,14 @@
     canvas.addEventListener("mousemove", hover);
     canvas.addEventListener("mouseleave", function () { tip.hidden = true; });
     clearButton.addEventListener("click", clear);
+    zoomButton.addEventListener("click", function () { zoom(range); });
+    unzoomButton.addEventListener("click", function () { zoom(null); });
     document.addEventListener("keydown", function (event) { if (event.key === "Escape") clear(); });
 
     legend();
     draw();
     return {
-      draw: draw, select: select, clear: clear, xOf: xOf, timeAt: timeAt,
+      draw: draw, select: select, clear: clear, zoom: zoom, showThreads: showThreads, xOf: xOf, timeAt: timeAt,
       range: function () { return range; },
       drawMs: function () { return drawMs; },
       // Where each lane is drawn, in CSS pixels of the canvas, for tests.
@@ -421,7 +448,9 @@
           return { thread: lane.thread, name: lane.name, moments: lane.count, top: laneTop(i), band: BAND, strip: STRIP };
         });
       },
-      stateColor: stateColor
+      stateColor: stateColor,
+      spanColor: function (set) { return SPAN_COLORS[set % SPAN_COLORS.length]; },
+      gcColor: GC_MARK_COLOR
     };
   }
 
