@@ -108,7 +108,7 @@ class FlamegraphTest < Minitest::Test
                  "no network address but SVG/XHTML namespaces")
     assert_includes html, "d3-flame-graph 5.0.0"
     assert_includes html, File.read(File.join(Sonde::Flamegraph::ASSETS_DIR, "flamegraph.css"))
-    assert_equal 3, html.scan("<script").size
+    assert_equal 4, html.scan("<script").size
   end
 
   def test_names_cannot_break_out_of_the_page
@@ -116,7 +116,7 @@ class FlamegraphTest < Minitest::Test
     f.sample_type("cpu-time", "nanoseconds")
     f.sample([f.frame("</script><script>alert(1)</script>", "<b>.rb", line: 1)], [5])
     html = Sonde::Flamegraph.html(Sonde::Pprof.decode(f.encode), title: "<title>&")
-    assert_equal 3, html.scan("<script").size
+    assert_equal 4, html.scan("<script").size
     assert_includes html, "<title>&lt;title&gt;&amp; - Sonde flame graph</title>"
     assert_equal "</script><script>alert(1)</script>", page_data(html)["functions"][0][0]
   end

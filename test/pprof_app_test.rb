@@ -4,6 +4,7 @@ require_relative "support/test_helper"
 require "sonde/pprof_app"
 require "cgi"
 require "socket"
+require "support/page_data"
 
 # Sonde::PprofApp, driven as Rack drives it: what it serves, to whom, with
 # which bounds, one capture at a time; and, in continuous mode, that a
@@ -344,6 +345,7 @@ class PprofAppTest < Minitest::Test
     assert_equal 200, status
     assert_equal "text/html; charset=utf-8", headers["content-type"]
     assert_match(/<html/i, body.join)
+    refute_nil PageData.parse(body.join)["timeline"], "a capture that starts Sonde keeps moments: the page has a timeline"
     index = get("/", "token=#{TOKEN}").last.join
     assert_includes index, %(href="/debug/pprof/profile?seconds=30&amp;token=#{TOKEN}")
   end

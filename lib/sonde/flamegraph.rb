@@ -10,9 +10,11 @@ require "sonde/flamegraph/data"
 
 module Sonde
   # The flame graph page of `sonde flamegraph`: one self-contained HTML file
-  # (renderer, styles, script and profile inlined) that works from file://
+  # (renderer, styles, scripts and profile inlined) that works from file://
   # with no network. The renderer is d3-flame-graph, vendored as a built
   # bundle in lib/sonde/assets/ (script/vendor-flamegraph rebuilds it).
+  # Above the flame graph, the timeline of a profile whose samples keep
+  # their moments (flamegraph/timeline.js); a note when they do not.
   #
   #   Sonde::Flamegraph.write_html("app.pprof", "app.html")
   module Flamegraph
@@ -21,7 +23,8 @@ module Sonde
     # Placeholders of page.html, each replaced by one inlined part.
     PARTS = {
       "{{TITLE}}" => :title_html, "{{RENDERER_CSS}}" => :renderer_css, "{{PAGE_CSS}}" => :page_css,
-      "{{RENDERER_JS}}" => :renderer_js, "{{PAGE_JS}}" => :page_js, "{{DATA}}" => :data_json
+      "{{RENDERER_JS}}" => :renderer_js, "{{TIMELINE_JS}}" => :timeline_js, "{{PAGE_JS}}" => :page_js,
+      "{{DATA}}" => :data_json
     }.freeze
 
     module_function
@@ -37,7 +40,7 @@ module Sonde
 
     # The page for a decoded profile, as a String.
     def html(profile, title:)
-      Page.new(Data.new(Converters::Stacks.new(profile, labels: :all), title: title.to_s)).render
+      Page.new(Data.new(Converters::Stacks.new(profile, labels: :all), title: title.to_s, profile: profile)).render
     end
 
     # app.pprof -> app.html, beside it.
@@ -108,6 +111,10 @@ module Sonde
 
       def page_js
         script_safe(Flamegraph.read_part(File.join(PAGE_DIR, "page.js")))
+      end
+
+      def timeline_js
+        script_safe(Flamegraph.read_part(File.join(PAGE_DIR, "timeline.js")))
       end
 
       # "<" only occurs inside JSON strings, where \u003c means the same:

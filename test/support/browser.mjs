@@ -1,7 +1,7 @@
 // Drives headless Chromium for Sonde's browser tests through puppeteer-core
 // (installed by script/test-node-deps). Reads one JSON job on stdin, prints
 // one JSON result on stdout:
-//   {"chromium": path, "profileDir": dir, "script": "flamegraph"|"speedscope", ...}
+//   {"chromium": path, "profileDir": dir, "script": "flamegraph"|"timeline"|"speedscope", ...}
 // The flags keep Chromium off the network: without them it hangs on a closed one.
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -50,7 +50,12 @@ async function flamegraph(page, errors) {
   const before = await frames();
   const marks = await page.evaluate(() => performance.getEntriesByType("mark").map((m) => [m.name, Math.round(m.startTime)]));
   const typeOptions = await page.evaluate(() => Array.from(document.querySelectorAll("#type option")).map((o) => o.textContent));
-  const result = { openedMs, firstPaintMs, before, marks, typeOptions, errors };
+  // What the page says in place of a timeline (null when it shows one).
+  const timelineNote = await page.evaluate(() => {
+    const note = document.getElementById("timeline-note");
+    return note.hidden ? null : note.textContent;
+  });
+  const result = { openedMs, firstPaintMs, before, marks, typeOptions, timelineNote, errors };
   if (job.click) {
     const target = await page.$(`#chart g.frame[name="${job.click}"] rect`);
     if (!target) throw new Error(`no frame named ${job.click} to click`);
@@ -91,6 +96,117 @@ async function flamegraph(page, errors) {
   return result;
 }
 
+// The timeline above the flame graph: its lanes and their names, the
+// colour drawn at given moments of given lanes (probes: [{thread, us}],
+// read from the canvas; strip: true reads the strip of label spans and GC
+// pauses beneath the lane's state band), a drag across a time range (drag: {from, to} in
+// µs) and what the flame graph then holds, a hover (hover: {thread, us})
+// and its tooltip, then a click that clears the range, then the lanes left
+// once the thread boxes of uncheck are unchecked.
+async function timeline(page, errors) {
+  const started = Date.now();
+  await page.goto("file://" + job.html, { waitUntil: "load", timeout: TIMEOUT_MS });
+  await page.waitForFunction(() => window.sondeFirstPaintMs !== undefined, { timeout: TIMEOUT_MS });
+  const result = await page.evaluate(() => {
+    const t = window.sonde.timeline;
+    const marks = Object.fromEntries(performance.getEntriesByType("mark").map((m) => [m.name, m.startTime]));
+    return {
+      firstPaintMs: window.sondeFirstPaintMs,
+      timelineMs: marks["sonde-timeline-end"] === undefined ? null : marks["sonde-timeline-end"] - marks["sonde-timeline-start"],
+      drawMs: t ? t.drawMs() : null,
+      lanes: t ? t.lanes() : [],
+      names: Array.from(document.querySelectorAll("#timeline .timeline-name")).map((div) => {
+        const box = div.getBoundingClientRect();
+        return { text: div.textContent, visible: box.width > 0 && box.height > 0 };
+      }),
+      timelineShown: !document.getElementById("timeline").hidden,
+      note: document.getElementById("timeline-note").hidden ? null : document.getElementById("timeline-note").textContent,
+      legend: Array.from(document.querySelectorAll("#timeline .legend-item")).map((item) => item.textContent),
+      totalBefore: window.sonde.current().total
+    };
+  });
+  result.openedMs = Date.now() - started;
+  result.errors = errors;
+  if (!result.timelineShown) return result;
+  const laneY = (thread, strip) => {
+    const lane = result.lanes.find((l) => l.name === thread);
+    if (!lane) throw new Error(`no lane named ${thread}`);
+    return strip ? lane.top + lane.band + lane.strip / 2 : lane.top + lane.band / 2;
+  };
+  const probe = (probes) => page.evaluate((probes, ys) => {
+    const t = window.sonde.timeline;
+    const canvas = document.querySelector("#timeline canvas");
+    const ctx = canvas.getContext("2d");
+    const ratio = canvas.width / canvas.getBoundingClientRect().width;
+    return probes.map((probe, i) => {
+      const x = Math.floor(t.xOf(probe.us)) + 0.5;
+      const pixel = ctx.getImageData(Math.floor(x * ratio), Math.floor(ys[i] * ratio), 1, 1).data;
+      return "#" + Array.from(pixel.slice(0, 3)).map((c) => c.toString(16).padStart(2, "0")).join("");
+    });
+  }, probes, probes.map((probe) => laneY(probe.thread, probe.strip)));
+  result.probes = await probe(job.probes || []);
+  result.colors = await page.evaluate(() => Object.fromEntries(window.sonde.data.states
+    .map((s) => [s, window.sonde.timeline.stateColor(s)])));
+  result.gcColor = await page.evaluate(() => window.sonde.timeline.gcColor);
+  result.spanColors = await page.evaluate(() => window.sonde.data.labelSets.map((_, set) => window.sonde.timeline.spanColor(set)));
+  // Where moment us of thread's lane is on the page (the canvas may have moved).
+  const at = (us, thread) => page.evaluate((us) => {
+    const box = document.querySelector("#timeline canvas").getBoundingClientRect();
+    return { left: box.left, top: box.top, x: window.sonde.timeline.xOf(us) };
+  }, us).then((p) => ({ x: p.left + p.x, y: p.top + laneY(thread) }));
+  if (job.drag) {
+    const from = await at(job.drag.from, result.lanes[0].name);
+    const to = await at(job.drag.to, result.lanes[0].name);
+    await page.mouse.move(from.x, from.y);
+    await page.mouse.down();
+    await page.mouse.move((from.x + to.x) / 2, from.y, { steps: 3 });
+    await page.mouse.move(to.x, to.y, { steps: 3 });
+    await page.mouse.up();
+    Object.assign(result, await page.evaluate(() => {
+      const last = (name) => performance.getEntriesByName(name).slice(-1)[0].startTime;
+      return {
+        range: window.sonde.timeline.range(),
+        totalInRange: window.sonde.current().total,
+        rangeText: document.querySelector("#timeline .timeline-range").textContent,
+        // The refold and redraw of the flame graph for the range.
+        refoldMs: last("sonde-chart-end") - last("sonde-fold-start")
+      };
+    }));
+    result.framesInRange = await page.evaluate(() => Array.from(document.querySelectorAll("#chart g.frame"))
+      .map((g) => g.getAttribute("name")));
+  }
+  if (job.hover) {
+    const point = await at(job.hover.us, job.hover.thread);
+    await page.mouse.move(point.x, point.y);
+    result.tooltip = await page.evaluate(() => {
+      const tip = document.querySelector("#timeline .timeline-tip");
+      return tip.hidden ? null : tip.innerText;
+    });
+  }
+  if (job.screenshot) await page.screenshot({ path: job.screenshot, fullPage: false });
+  // "Zoom to selection": the range spread over the width, probed again (zoomProbes), then "Zoom out".
+  if (job.drag && job.zoomProbes) {
+    await page.click("#timeline .timeline-zoom");
+    result.zoomed = await probe(job.zoomProbes);
+    result.zoomedAxis = await page.evaluate(() => [window.sonde.timeline.timeAt(150), window.sonde.timeline.range()]);
+    if (job.zoomScreenshot) await page.screenshot({ path: job.zoomScreenshot, fullPage: false });
+    await page.click("#timeline .timeline-unzoom");
+  }
+  if (job.drag) {
+    const point = await at(job.drag.from, result.lanes[0].name);
+    await page.mouse.click(point.x, point.y); // a click, no drag: clears the range
+    result.afterClear = await page.evaluate(() => ({ range: window.sonde.timeline.range(), total: window.sonde.current().total }));
+  }
+  // The thread filter: the lanes left once these boxes are unchecked.
+  if (job.uncheck) {
+    for (const selector of job.uncheck) await page.click(selector);
+    result.lanesAfterUncheck = await page.evaluate(() => window.sonde.timeline.lanes().map((lane) => lane.name));
+    result.namesAfterUncheck = await page.evaluate(() => Array.from(document.querySelectorAll("#timeline .timeline-name"))
+      .map((div) => div.textContent));
+  }
+  return result;
+}
+
 // speedscope's own app, opened as its `speedscope FILE` command does: a script
 // that calls speedscope.loadFileFromBase64, named in #localProfilePath.
 async function speedscope(page, errors) {
@@ -115,7 +231,7 @@ async function speedscope(page, errors) {
   return { title, text, sandwich, errors };
 }
 
-const run = { flamegraph, speedscope }[job.script];
+const run = { flamegraph, timeline, speedscope }[job.script];
 withPage(run).then((result) => {
   process.stdout.write(JSON.stringify(result) + "\n");
 }).catch((error) => {

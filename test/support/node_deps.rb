@@ -57,6 +57,11 @@ module NodeDeps
       run(script: "flamegraph", html: File.expand_path(html), **job)
     end
 
+    # The timeline of the flame graph page (browser.mjs's timeline job).
+    def timeline(html, **job)
+      run(script: "timeline", html: File.expand_path(html), **job)
+    end
+
     # Opens speedscope's app with path loaded as its CLI does: a script
     # calling speedscope.loadFileFromBase64, named in #localProfilePath.
     def speedscope(path, dir:, **job)

@@ -32,7 +32,8 @@ module Sonde
       def parser
         option_parser("Writes an interactive flame graph of a pprof profile: one HTML file that opens from disk,\n" \
                       "with no network. CPU or wall time, allocations, live heap, threads, states, zoom, search,\n" \
-                      "top functions. Several FILEs are merged first, as go tool pprof merges them.") do |opts|
+                      "top functions; a timeline of the threads when the samples keep their moments.\n" \
+                      "Several FILEs are merged first, as go tool pprof merges them.") do |opts|
           opts.on("-o", "--output FILE", "Where to write the page (default: the first FILE with .html)") do |value|
             @output = value
           end

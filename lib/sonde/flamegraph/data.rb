@@ -3,6 +3,7 @@
 require "sonde/converters/stacks"
 require "sonde/quantities"
 require "sonde/views"
+require "sonde/flamegraph/timeline"
 
 module Sonde
   module Flamegraph
@@ -21,15 +22,18 @@ module Sonde
     #   labelSets: [[value index per label name, -1 when absent], ...]
     #   samples:   [node, thread, state, label set, value per type, ...]
     #              state -1 when unlabelled, label set -1 for none
+    #   timeline:  the timed samples, per thread (see Timeline), or nil
     class Data
       NO_PARENT = -1
       NO_STATE = -1
       NO_LABEL_SET = -1
       ABSENT = -1
 
-      def initialize(stacks, title:)
+      # profile: what stacks were folded from, for its timed samples (nil: no timeline).
+      def initialize(stacks, title:, profile: nil)
         @stacks = stacks
         @title = title
+        @profile = profile
       end
 
       def to_h
@@ -48,7 +52,8 @@ module Sonde
           "labels" => names.map { |name| [name, values.fetch(name).keys] },
           "labelSets" => @label_sets.keys.map { |set| names.map { |name| set.key?(name) ? values[name][set[name]] : ABSENT } },
           "nodes" => nodes,
-          "samples" => samples
+          "samples" => samples,
+          "timeline" => @profile && Timeline.new(@profile, @stacks, @sample_of_row).to_h
         }
       end
 
@@ -88,9 +93,13 @@ module Sonde
         node_ids = {}
         nodes = []
         samples = []
+        width = 4 + @stacks.sample_types.size
+        @sample_of_row = []
         @stacks.rows.each do |row|
+          @sample_of_row << nil
           next if row.values.all?(&:zero?)
 
+          @sample_of_row[-1] = samples.size / width
           node = row.frames.reduce(NO_PARENT) do |parent, function|
             node_ids[[parent, function]] ||= begin
               nodes.push(parent, function)

@@ -3,12 +3,14 @@
 // pass the thread, state and label filters into a tree for the chosen sample type,
 // and hands it to d3-flame-graph. Everything is computed from flat arrays
 // of numbers: a filter change refolds in a few milliseconds even for long
-// multi-thread profiles.
+// multi-thread profiles. With a timeline (timeline.js), a time range
+// selected there folds only the timed samples whose moment falls in it.
 (function () {
   "use strict";
 
   var NO_PARENT = -1;
   var SAMPLE_FIXED_FIELDS = 4; // node, thread, state, label set; then one value per sample type
+  var MOMENT_FIXED_FIELDS = 2; // timeline moments: page sample, end (µs); then one value per type
   var NO_LABEL_SET = -1;
   var ABSENT = -1;
   var TOP_ROWS = 200;
@@ -34,8 +36,10 @@
     labels: data.labels.map(function (label) { return label[1].map(function () { return true; }).concat([true]); }),
     search: "",
     sort: "self",
-    selectedFunction: -1
+    selectedFunction: -1,
+    range: null // a time range of the timeline, {from, to} in µs, or null for the whole profile
   };
+  var timeline = null;
   var chart = null;
   var current = null; // the tree on screen: {root, total, functions, pruned, focus}
   var currentSums = null; // what it was folded from, for refolds on zoom
@@ -49,10 +53,10 @@
     });
   }
 
-  // In the chosen sample type's format (data.formats): "153 µs", "15.2 ms"
-  // for durations; "1.50 KB", "48.0 MB" for bytes; "1,000,000" for counts.
-  function formatValue(value) {
-    var units = UNITS[data.formats[state.type]];
+  // In the format of type (data.formats; the chosen one by default): "153 µs",
+  // "15.2 ms" for durations; "1.50 KB", "48.0 MB" for bytes; "1,000,000" for counts.
+  function formatValue(value, type) {
+    var units = UNITS[data.formats[type === undefined ? state.type : type]];
     if (!units) return Math.round(value).toLocaleString("en-US");
     for (var i = 0; i < units.length; i++) {
       var following = units[i + 1];
@@ -120,23 +124,46 @@
 
   function labelSetSlot(set) { return set === NO_LABEL_SET ? data.labelSets.length : set; }
 
+  // Calls visit(at, value) for each sample in scope: at is its offset in
+  // data.samples (node, thread, state, label set), value its value of the
+  // chosen type. The whole profile; in a time range, the timed samples
+  // whose moment (end) falls in it, each with its own value.
+  function eachSampleInScope(visit) {
+    var samples = data.samples;
+    var i;
+    if (!state.range) {
+      var offset = SAMPLE_FIXED_FIELDS + state.type;
+      for (i = 0; i < samples.length; i += stride) visit(i, samples[i + offset]);
+      return;
+    }
+    var width = MOMENT_FIXED_FIELDS + data.types.length;
+    var from = state.range.from;
+    var to = state.range.to;
+    data.timeline.lanes.forEach(function (lane) {
+      var moments = lane[1];
+      for (i = 0; i < moments.length; i += width) {
+        var end = moments[i + 1];
+        if (end >= from && end <= to) visit(moments[i] * stride, moments[i + MOMENT_FIXED_FIELDS + state.type]);
+      }
+    });
+  }
+
   // Sums the chosen value of the samples that pass the filters, per node
   // (self) and per subtree (total), and per function for the table.
   function sums() {
     var self = new Float64Array(nodeCount);
     var rootSelf = 0;
     var samples = data.samples;
-    var offset = SAMPLE_FIXED_FIELDS + state.type;
     var setPasses = labelSetsPassing();
-    for (var i = 0; i < samples.length; i += stride) {
-      if (!state.threads[samples[i + 1]]) continue;
+    eachSampleInScope(function (i, value) {
+      if (!state.threads[samples[i + 1]]) return;
       var sampleState = samples[i + 2];
-      if (sampleState >= 0 && !state.states[sampleState]) continue;
-      if (!setPasses[labelSetSlot(samples[i + 3])]) continue;
+      if (sampleState >= 0 && !state.states[sampleState]) return;
+      if (!setPasses[labelSetSlot(samples[i + 3])]) return;
       var node = samples[i];
-      if (node === NO_PARENT) rootSelf += samples[i + offset];
-      else self[node] += samples[i + offset];
-    }
+      if (node === NO_PARENT) rootSelf += value;
+      else self[node] += value;
+    });
     // Parents come before their children, so one backward pass sums totals.
     var total = Float64Array.from(self);
     var nodes = data.nodes;
@@ -266,6 +293,7 @@
   }
 
   function render() {
+    if (timeline) timeline.showThreads(state.threads);
     performance.mark("sonde-fold-start");
     current = fold();
     performance.mark("sonde-fold-end");
@@ -351,9 +379,7 @@
     var byThread = new Float64Array(data.threads.length);
     var byState = new Float64Array(data.states.length);
     var byLabel = data.labels.map(function (label) { return new Float64Array(label[1].length + 1); });
-    var offset = SAMPLE_FIXED_FIELDS + state.type;
-    for (var i = 0; i < data.samples.length; i += stride) {
-      var value = data.samples[i + offset];
+    eachSampleInScope(function (i, value) {
       byThread[data.samples[i + 1]] += value;
       if (data.samples[i + 2] >= 0) byState[data.samples[i + 2]] += value;
       var set = data.samples[i + 3];
@@ -361,7 +387,7 @@
         var index = set === NO_LABEL_SET ? ABSENT : data.labelSets[set][n];
         byLabel[n][index === ABSENT ? data.labels[n][1].length : index] += value;
       }
-    }
+    });
     document.querySelectorAll("#threads .amount").forEach(function (span, i) { span.textContent = formatValue(byThread[i]); });
     document.querySelectorAll("#states .amount").forEach(function (span, i) { span.textContent = formatValue(byState[i]); });
     byLabel.forEach(function (amounts, n) {
@@ -416,8 +442,32 @@
     render();
   }
 
+  // The timeline of a profile with timed samples; else the note that says
+  // how to get one. A timeline that fails to draw leaves the flame graph be.
+  function setupTimeline() {
+    if (!data.timeline || data.timeline.lanes.length === 0 || !window.SondeTimeline) {
+      $("timeline-note").hidden = false;
+      return;
+    }
+    $("timeline").hidden = false;
+    performance.mark("sonde-timeline-start");
+    try {
+      timeline = window.SondeTimeline.create({
+        data: data, root: $("timeline"), formatValue: formatValue,
+        onSelect: function (range) { state.range = range; render(); }
+      });
+    } catch (error) {
+      $("timeline").hidden = true;
+      $("timeline-note").hidden = false;
+      $("timeline-note").textContent = "The timeline could not be drawn: " + error;
+      console.error(error);
+    }
+    performance.mark("sonde-timeline-end");
+  }
+
   function setup() {
     $("title").textContent = data.title;
+    setupTimeline();
     data.types.forEach(function (type, i) {
       var option = document.createElement("option");
       option.value = String(i);
@@ -459,7 +509,10 @@
     var resizeTimer = null;
     window.addEventListener("resize", function () {
       clearTimeout(resizeTimer);
-      resizeTimer = setTimeout(render, 150);
+      resizeTimer = setTimeout(function () {
+        if (timeline) timeline.draw();
+        render();
+      }, 150);
     });
   }
 
@@ -469,5 +522,5 @@
   requestAnimationFrame(function () {
     window.sondeFirstPaintMs = performance.now();
   });
-  window.sonde = { data: data, state: state, render: render, current: function () { return current; } };
+  window.sonde = { data: data, state: state, render: render, current: function () { return current; }, timeline: timeline };
 })();
