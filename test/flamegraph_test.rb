@@ -2,6 +2,7 @@
 
 require_relative "support/test_helper"
 require_relative "support/command_test_helper"
+require_relative "support/page_data"
 require "stringio"
 require "sonde/flamegraph"
 require "sonde/cli/flamegraph_command"
@@ -16,7 +17,7 @@ class FlamegraphTest < Minitest::Test
   end
 
   def page_data(html)
-    JSON.parse(html[%r{<script type="application/json" id="sonde-data">(.*?)</script>}m, 1])
+    PageData.parse(html)
   end
 
   # The stacks (function names, root first) and values the page embeds.

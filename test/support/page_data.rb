@@ -10,8 +10,12 @@ module PageData
 
   module_function
 
+  # The data, its nodes' parents as node indexes (the page embeds how far
+  # back each parent is, and its script turns them back likewise).
   def parse(html)
-    JSON.parse(html[%r{<script type="application/json" id="sonde-data">(.*?)</script>}m, 1])
+    data = JSON.parse(html[%r{<script type="application/json" id="sonde-data">(.*?)</script>}m, 1])
+    (0...data["nodes"].size / 2).each { |n| data["nodes"][2 * n] = n - data["nodes"][2 * n] }
+    data
   end
 
   # Every moment of data's timeline, lane by lane: thread name, end (µs

@@ -16,8 +16,11 @@ module Sonde
     #   titles:    [view title or nil, ...]  (one of each per sample type)
     #   functions: [[name, "file:line"], ...]
     #   threads:   [[label, id], ...]          states: ["running", ...]
-    #   nodes:     [parent, function, parent, function, ...]   parent -1 at the root;
-    #              a parent always comes before its children
+    #   nodes:     [back, function, back, function, ...]   node n's parent is
+    #              n - back (back is n + 1 at the root: parent -1); a parent
+    #              always comes before its children, and most are a few
+    #              nodes back, so the page is about half the size it was
+    #              with the parents' own numbers (and parses that much faster)
     #   labels:    [[name, [value, ...]], ...]  the samples' own labels (endpoint, job, ...)
     #   labelSets: [[value index per label name, -1 when absent], ...]
     #   samples:   [node, thread, state, label set, value per type, ...]
@@ -102,8 +105,9 @@ module Sonde
           @sample_of_row[-1] = samples.size / width
           node = row.frames.reduce(NO_PARENT) do |parent, function|
             node_ids[[parent, function]] ||= begin
-              nodes.push(parent, function)
-              nodes.size / 2 - 1
+              id = nodes.size / 2
+              nodes.push(id - parent, function)
+              id
             end
           end
           samples.push(node, row.thread, row.state || NO_STATE, label_set_index(row.labels), *row.values)

@@ -27,6 +27,8 @@
   var data = JSON.parse(document.getElementById("sonde-data").textContent);
   performance.mark("sonde-parse-end");
   var nodeCount = data.nodes.length / 2;
+  // Each node comes with how far back its parent is (data.rb): its parent's own index from here on.
+  for (var node = 0; node < nodeCount; node++) data.nodes[2 * node] = node - data.nodes[2 * node];
   var stride = SAMPLE_FIXED_FIELDS + data.types.length;
   var state = {
     type: data.defaultType,
