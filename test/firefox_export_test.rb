@@ -465,7 +465,7 @@ class FirefoxVernierShapeTest < Minitest::Test
   def setup
     skip "script/ruby 3.3 needs root" unless Process.uid.zero?
     skip "no Ruby 3.3 chroot at #{CHROOT} (script/ruby 3.3 builds it)" unless File.directory?(CHROOT)
-    skip "Vernier is not installed for Ruby 3.3 (rake bench:peers)" if Dir[File.join(PEERS, "gems", "vernier-*")].empty?
+    skip "Vernier is not installed for Ruby 3.3 (ruby bench/support/install_peers.rb --rubies 3.3 --peers vernier)" if Dir[File.join(PEERS, "gems", "vernier-*")].empty?
     skip "protoc is not installed" unless PprofFixture.protoc?
     FileUtils.mkdir_p(File.join(ROOT, "tmp"))
     @dir = Dir.mktmpdir("sonde-vernier", File.join(ROOT, "tmp")) # inside the project: the chroot sees it

@@ -5,6 +5,7 @@
 #
 #   ruby bench/support/install_peers.rb                # this Ruby, then Ruby 3.3 through script/ruby33
 #   ruby bench/support/install_peers.rb --rubies 3.1   # only some
+#   ruby bench/support/install_peers.rb --rubies 3.3 --peers vernier   # one peer (CI: the Firefox export's check)
 #
 # Idempotent: a peer whose folder already loads is left alone. Two steps,
 # because the 3.3 chroot cannot reach the registry (it does not trust the
@@ -36,13 +37,18 @@ module SondeBench
     def main(argv)
       rubies = nil
       this_ruby_only = false
+      names = nil
       OptionParser.new do |options|
         options.banner = "usage: ruby bench/support/install_peers.rb [--rubies 3.1,3.3]"
         options.on("--rubies LIST", "Ruby series to install for (default: this one and 3.3)") do |list|
           rubies = list.split(",")
         end
         options.on(HOST_ONLY_FLAG, "install for this Ruby from the cache, download nothing") { this_ruby_only = true }
+        options.on("--peers LIST", "only these peers (#{Peers::ALL.map(&:name).join(", ")}; default: all)") do |list|
+          names = list.split(",")
+        end
       end.parse!(argv)
+      @peers = select_peers(names)
       return install_here if this_ruby_only
 
       rubies ||= [Peers.ruby_series, "3.3"].uniq
@@ -56,12 +62,26 @@ module SondeBench
       end
     end
 
+    # The peers named (all when nil); an unknown name is an error that
+    # lists the known ones.
+    def select_peers(names)
+      return Peers::ALL if names.nil?
+
+      unknown = names - Peers::ALL.map(&:name)
+      abort "install_peers: unknown peer #{unknown.join(", ")} (known: #{Peers::ALL.map(&:name).join(", ")})" unless unknown.empty?
+      Peers::ALL.select { |peer| names.include?(peer.name) }
+    end
+
+    def peers
+      @peers || Peers::ALL
+    end
+
     # Downloads every pinned gem missing from the cache. Returns
     # { gem file => reason } for those that could not be had.
     def download
       FileUtils.mkdir_p(Peers::CACHE)
       failures = {}
-      Peers::ALL.flat_map(&:gems).uniq.each do |gem|
+      peers.flat_map(&:gems).uniq.each do |gem|
         next if File.exist?(File.join(Peers::CACHE, gem.file))
 
         # Without --platform, gem fetch picks a binary build where one exists.
@@ -88,7 +108,8 @@ module SondeBench
         say("Ruby 3.3: script/ruby33 does not run here; its peers are not installed")
         return
       end
-      system(RUBY33, "ruby", __FILE__, HOST_ONLY_FLAG) or say("Ruby 3.3: the installer failed (#{$?})")
+      system(RUBY33, "ruby", __FILE__, HOST_ONLY_FLAG, "--peers", peers.map(&:name).join(",")) or
+        say("Ruby 3.3: the installer failed (#{$?})")
     end
 
     def install_here(download_failures = {})
@@ -96,9 +117,9 @@ module SondeBench
       dir = Peers.dir(series)
       FileUtils.mkdir_p(File.join(dir, "logs"))
       previous = Peers.status(series)
-      status = Peers::ALL.to_h do |peer|
+      status = previous.merge(peers.to_h do |peer|
         [peer.name, install_peer(peer, series, dir, previous[peer.name], download_failures)]
-      end
+      end)
       Peers.write_status(series, status)
       status.each do |name, result|
         say("Ruby #{RUBY_VERSION}: #{name}: #{result["available"] ? "#{result["note"]} #{result["version"]}" : "not available: #{result["reason"]}"}")

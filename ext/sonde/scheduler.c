@@ -237,8 +237,8 @@ static void give_up_signals_from_trigger(scheduler *sched) {
 // no signal and the next two. Without the grace, in runs whose ticks fell
 // in that phase every other offer went untaken, the backoff (an even
 // number of ticks) brought each new offer back to an empty window, and all
-// of a busy thread's ticks went by the trigger's signal (about 6% of a core
-// more for the same profile, in 2 runs of 8; issue 24). The grace moves
+// of a busy thread's ticks went by the trigger's signal (a trigger wake-up
+// and a signal per tick for the same profile; issue 24). The grace moves
 // the tick at most half an interval late; a tick's wall time is not lost.
 // Returns true when the tick was offered (or an offer was taken
 // meanwhile): a pass is on its way.

@@ -12,9 +12,8 @@ module Sonde
   #   Ractor is created (Ruby bug #18464: the new Ractor's first objects
   #   fire the hook before its first frame exists; fixed in Ruby 3.3); on
   #   3.3+ allocation sampling with flushes while other Ractors ran crashed
-  #   the VM in their GC (Ruby 3.4: 5 runs in 20, 0 in 20 without Sonde
-  #   and 0 in 40 with allocation sampling off; cause not found), and its
-  #   samples would cover the main Ractor only.
+  #   the VM in their GC (cause not found; docs/production.md has the
+  #   counts), and its samples would cover the main Ractor only.
   # A Ractor made by another Ractor passes straight through: Sonde's core
   # may only be called from the main Ractor, and no hook of Sonde's runs in
   # the creating Ractor.
