@@ -145,20 +145,22 @@ class BrowserTest < Minitest::Test
     refute_includes names, "boot", "samples without an endpoint are unchecked"
   end
 
-  # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
-  # SONDE_SPREAD_LOG + script/spread): a bound 7.39-7.39x its bound (>); "frames under the zoomed
-  # one" 77.15-77.15x its bound (>); "first paint at 763 ms (budget 1000 ms)" 0.33-0.76x its bound
-  # (<).
+  # Statistical: first paint against the 1 s bar, in a browser already running (a small page
+  # first). Measured 5 Dec 2026 (3.1, VERBOSE=1): 576-675 ms on a quiet machine (4 runs),
+  # 718-1000 ms beside two busy nice-10 processes (6 runs), so 0.58-1.0x the bound; the frame
+  # counts are not noisy.
   statistical def test_big_profile_opens_and_paints_within_a_second
     html = write_page(DerivedFixture.big_profile, "big")
-    result = @browser.flamegraph(html, click: "Module3::Class3#method_3", screenshot: File.join(ARTIFACTS, "flamegraph-big.png"))
+    small = write_page(DerivedFixture.profile, "small")
+    result = @browser.flamegraph(html, warmUp: small, click: "Module3::Class3#method_3",
+                                       screenshot: File.join(ARTIFACTS, "flamegraph-big.png"))
     assert_empty result["errors"]
     assert_operator result["before"].size, :>, 100
     # Frames too narrow to draw were left out; zooming in brings them back.
     zoomed = result["afterClick"].reject { |f| f["fade"] }
     assert_operator zoomed.size, :>, 100, "frames under the zoomed one"
     warn "\nflame graph page of a 60 s, 8-thread profile (#{File.size(html) / 1024} KiB): first paint at " \
-         "#{result["firstPaintMs"].round} ms, page ready in #{result["openedMs"]} ms" if ENV["VERBOSE"]
+         "#{result["firstPaintMs"].round} ms, page ready in #{result["openedMs"]} ms #{result["marks"].inspect}" if ENV["VERBOSE"]
     assert_operator result["firstPaintMs"], :<, FIRST_PAINT_BUDGET_MS,
                     "first paint at #{result["firstPaintMs"].round} ms (budget #{FIRST_PAINT_BUDGET_MS} ms)"
   end

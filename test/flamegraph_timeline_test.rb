@@ -102,7 +102,9 @@ class FlamegraphTimelineTest < Minitest::Test
         m.thread == thread && m.state == "running" && m.stack.include?(burner) && m.values[cpu].positive? &&
           m.end_us < contended
       end
-      assert_operator burning.size, :>=, 30, "#{thread}'s CPU samples of #{burner} (3 turns of 0.5 s at 100 Hz)"
+      # How many there are follows the CPU the thread got (the statistical
+      # count is test/timeline_test.rb's); here only where they land.
+      refute_empty burning, "#{thread}'s CPU samples of #{burner}"
       outside = burning.reject { |m| turns.any? { |turn| turn.cover?(m.end_us) } }
       assert_empty outside.map(&:end_us), "#{thread}'s #{burner} samples outside its turns #{turns}"
       other = BURNERS.fetch(thread == "A" ? "B" : "A")

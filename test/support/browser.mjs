@@ -38,6 +38,12 @@ async function withPage(fn) {
 // menu, a click to zoom, a switch to another type (wall-time, alloc-samples...),
 // a screenshot.
 async function flamegraph(page, errors) {
+  // A user opens a page in a browser already running: a small page first,
+  // so that Chromium's own start-up is not counted as the page's.
+  if (job.warmUp) {
+    await page.goto("file://" + job.warmUp, { waitUntil: "load", timeout: TIMEOUT_MS });
+    await page.waitForFunction(() => window.sondeFirstPaintMs !== undefined, { timeout: TIMEOUT_MS });
+  }
   const started = Date.now();
   await page.goto("file://" + job.html, { waitUntil: "load", timeout: TIMEOUT_MS });
   await page.waitForFunction(() => window.sondeFirstPaintMs !== undefined, { timeout: TIMEOUT_MS });

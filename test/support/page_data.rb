@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "json"
+require "sonde/flamegraph"
 
 # The data the flame graph page embeds (lib/sonde/flamegraph/data.rb), read
 # back for the tests: its timeline's moments with their thread, state,
@@ -13,7 +14,7 @@ module PageData
   # The data, its nodes' parents as node indexes (the page embeds how far
   # back each parent is, and its script turns them back likewise).
   def parse(html)
-    data = JSON.parse(html[%r{<script type="application/json" id="sonde-data">(.*?)</script>}m, 1])
+    data = Sonde::Flamegraph.embedded_data(html)
     (0...data["nodes"].size / 2).each { |n| data["nodes"][2 * n] = n - data["nodes"][2 * n] }
     data
   end
