@@ -116,6 +116,14 @@ class BrowserTest < Minitest::Test
     assert_match(/make_bars.*total 16\.0 MB \(25\.0%\).*self 16\.0 MB \(25\.0%\)/, heap["tooltip"])
   end
 
+  # The page's profile is deflated; a browser that cannot inflate it says so.
+  def test_a_browser_without_decompression_streams_is_told_why
+    html = write_page(DerivedFixture.profile, "old-browser")
+    result = @browser.without_decompression(html)
+    assert_match(/needs a browser with DecompressionStream \(Chrome 80, Firefox 113, Safari 16\.4/, result["message"])
+    assert_equal 0, result["frames"]
+  end
+
   def test_thread_and_state_filters
     html = write_page(DerivedFixture.profile, "filters")
     result = @browser.flamegraph(html, type: "wall-time", uncheck: ["#states input[value=\"1\"]", "#threads input[value=\"1\"]"])

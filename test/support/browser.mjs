@@ -237,7 +237,18 @@ async function speedscope(page, errors) {
   return { title, text, sandwich, errors };
 }
 
-const run = { flamegraph, timeline, speedscope }[job.script];
+// The flame graph page in a browser without DecompressionStream (older
+// than Chrome 80, Firefox 113, Safari 16.4): what it says instead.
+async function withoutDecompression(page, errors) {
+  await page.evaluateOnNewDocument(() => { delete window.DecompressionStream; });
+  await page.goto("file://" + job.html, { waitUntil: "load", timeout: TIMEOUT_MS });
+  await page.waitForFunction(() => !document.getElementById("empty").hidden, { timeout: TIMEOUT_MS });
+  const message = await page.evaluate(() => document.getElementById("empty").textContent);
+  const frames = await page.evaluate(() => document.querySelectorAll("#chart g.frame").length);
+  return { message, frames, errors };
+}
+
+const run = { flamegraph, timeline, speedscope, withoutDecompression }[job.script];
 withPage(run).then((result) => {
   process.stdout.write(JSON.stringify(result) + "\n");
 }).catch((error) => {

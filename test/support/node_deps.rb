@@ -57,6 +57,11 @@ module NodeDeps
       run(script: "flamegraph", html: File.expand_path(html), **job)
     end
 
+    # The flame graph page where the browser has no DecompressionStream.
+    def without_decompression(html)
+      run(script: "withoutDecompression", html: File.expand_path(html))
+    end
+
     # The timeline of the flame graph page (browser.mjs's timeline job).
     def timeline(html, **job)
       run(script: "timeline", html: File.expand_path(html), **job)
