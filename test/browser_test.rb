@@ -23,6 +23,9 @@ class BrowserTest < Minitest::Test
   SCREENSHOTS = File.join(SondeTestHelper::ROOT, "tmp")
   # The issue's bar: open and first paint of a 60 s, 8-thread profile under 1 s.
   FIRST_PAINT_BUDGET_MS = 1000
+  # The page is opened this many times and its median first paint is held
+  # to the bar: one open on a busy machine is one draw of its noise.
+  FIRST_PAINT_OPENS = 3
   # Where the timeline is probed in a turn: this far inside its edges (the
   # timeline's own bound is 20 ms), at PROBES evenly spaced moments.
   PROBE_MARGIN_US = 40_000
@@ -154,13 +157,14 @@ class BrowserTest < Minitest::Test
   end
 
   # Statistical: first paint against the 1 s bar, in a browser already running (a small page
-  # first). Measured 5 Dec 2026 (3.1, VERBOSE=1): 576-675 ms on a quiet machine (4 runs),
-  # 718-1000 ms beside two busy nice-10 processes (6 runs), so 0.58-1.0x the bound; the frame
-  # counts are not noisy.
+  # first), the median of 3 opens. Measured 5 Dec 2026 (3.1, VERBOSE=1), one open each:
+  # 576-675 ms on a quiet machine (4 runs), 718-1000 ms beside two busy nice-10 processes
+  # (6 runs), 1357 ms once inside `rake test`; medians of 3 beside the two busy processes:
+  # 552-818 ms (4 runs), 0.55-0.82x the bound. The frame counts are not noisy.
   statistical def test_big_profile_opens_and_paints_within_a_second
     html = write_page(DerivedFixture.big_profile, "big")
     small = write_page(DerivedFixture.profile, "small")
-    result = @browser.flamegraph(html, warmUp: small, click: "Module3::Class3#method_3",
+    result = @browser.flamegraph(html, warmUp: small, opens: FIRST_PAINT_OPENS, click: "Module3::Class3#method_3",
                                        screenshot: File.join(ARTIFACTS, "flamegraph-big.png"))
     assert_empty result["errors"]
     assert_operator result["before"].size, :>, 100
@@ -168,9 +172,11 @@ class BrowserTest < Minitest::Test
     zoomed = result["afterClick"].reject { |f| f["fade"] }
     assert_operator zoomed.size, :>, 100, "frames under the zoomed one"
     warn "\nflame graph page of a 60 s, 8-thread profile (#{File.size(html) / 1024} KiB): first paint at " \
-         "#{result["firstPaintMs"].round} ms, page ready in #{result["openedMs"]} ms #{result["marks"].inspect}" if ENV["VERBOSE"]
+         "#{result["firstPaintMs"].round} ms (#{result["firstPaints"].map(&:round).join(", ")}), " \
+         "page ready in #{result["openedMs"]} ms #{result["marks"].inspect}" if ENV["VERBOSE"]
     assert_operator result["firstPaintMs"], :<, FIRST_PAINT_BUDGET_MS,
-                    "first paint at #{result["firstPaintMs"].round} ms (budget #{FIRST_PAINT_BUDGET_MS} ms)"
+                    "first paint at #{result["firstPaintMs"].round} ms, the median of " \
+                    "#{result["firstPaints"].map(&:round).join(", ")} (budget #{FIRST_PAINT_BUDGET_MS} ms)"
   end
 
   # Two threads taking turns (test/workloads/taking_turns.rb knows when):

@@ -151,3 +151,16 @@ module SondeTestHelper
     File.open(path, "a") { |f| f.puts(line) }
   end
 end
+
+# SONDE_TEST_TIMES=FILE: each test's wall time, one "seconds Class#test"
+# line per test, appended to FILE (`sort -rn FILE | head` lists the
+# slowest): what to look at when the suite gets slow.
+module TestTimes
+  def run
+    result = super
+    path = ENV["SONDE_TEST_TIMES"]
+    File.open(path, "a") { |f| f.puts(format("%.2f %s#%s", result.time, self.class, name)) } if path
+    result
+  end
+end
+Minitest::Test.prepend(TestTimes)
