@@ -134,8 +134,8 @@ module Sonde
       # The data as JSON, deflated (zlib) and in base64: a browser tokenizes
       # a 2.7 MB inline block in about 200 ms before any script runs, its
       # quarter in about 50, and inflates it in about 80 (data_loader.js,
-      # while the scripts after it compile). Base64
-      # has no "<", so nothing in a name can end the block early.
+      # while the scripts after it compile). Base64 has no "<", so nothing
+      # in a name can end the block early.
       def data_deflated
         [Zlib::Deflate.deflate(JSON.generate(data_hash), Zlib::DEFAULT_COMPRESSION)].pack("m0")
       end

@@ -1,7 +1,7 @@
 // Sonde's flame graph page. Reads the profile embedded by Sonde::Flamegraph
 // once data_loader.js has inflated it (see lib/sonde/flamegraph/data.rb for
-// its layout), folds the samples that
-// pass the thread, state and label filters into a tree for the chosen sample type,
+// its layout), folds the samples that pass the thread, state and label
+// filters into a tree for the chosen sample type,
 // and hands it to d3-flame-graph. Everything is computed from flat arrays
 // of numbers: a filter change refolds in a few milliseconds even for long
 // multi-thread profiles. With a timeline (timeline.js), a time range
