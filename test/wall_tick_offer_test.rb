@@ -22,7 +22,10 @@ class WallTickOfferTest < Minitest::Test
 
   # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
   # SONDE_SPREAD_LOG + script/spread): "ticks were lost" 0.86-1.12x its bound (>=); a bound
-  # 1.01-1.02x its bound (>=); a bound 1.11-1.11x its bound (>=).
+  # 1.01-1.02x its bound (>=); a bound 1.11-1.11x its bound (>=). CI (5 Dec 2026, 3.1 YJIT,
+  # beside the untimed queue) twice counted 139-141 passes of 200 with 151 ticks sent: the
+  # trigger itself got too little CPU to tick 100 times a second. So the count is asked only of
+  # a run whose holder had its core (as below); the wall time is asked of every run.
   statistical def test_a_busy_holder_keeps_every_wall_tick_and_its_wall_time_where_it_runs
     Dir.mktmpdir do |dir|
       out = File.join(dir, "offer.pprof")
@@ -30,19 +33,22 @@ class WallTickOfferTest < Minitest::Test
         #{SPIN}
         Sonde.start(rate: 100)
         started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        cpu_before = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
         spin(2.0)
+        cpu_s = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - cpu_before
         elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
         profile = Sonde.stop
         profile.write(#{out.inspect})
-        puts JSON.generate(profile.stats.merge("elapsed" => elapsed))
+        puts JSON.generate(profile.stats.merge("elapsed" => elapsed, "cpu_s" => cpu_s))
       RUBY
       assert_succeeded status, stderr
       stats = JSON.parse(stdout.lines.last)
       skip "no CPU timers here (#{stats.inspect})" unless stats["cpu_timers"]
 
-      asked = stats["elapsed"] * 100
-      assert_operator stats["samples"], :>=, 0.85 * asked, "ticks were lost: #{stats.slice("samples", "signals_sent",
-                                                                                               "ticks_by_cpu_signal")}"
+      ticks = stats.slice("samples", "signals_sent", "ticks_by_cpu_signal", "cpu_s", "elapsed")
+      if stats["cpu_s"] / stats["elapsed"] >= MIN_CPU_SHARE
+        assert_operator stats["samples"], :>=, 0.85 * stats["elapsed"] * 100, "ticks were lost: #{ticks}"
+      end
       # Every pass came from a tick: its own signal, a CPU signal that took
       # the offer, or the idle helper; but the stop's own (catch-up) pass.
       assert_operator stats["signals_sent"] + stats["ticks_by_cpu_signal"] + stats["idle_requests"], :>=,
@@ -53,6 +59,8 @@ class WallTickOfferTest < Minitest::Test
 
       profile = Sonde::Pprof.read(out)
       wall = total(profile, "wall-time")
+      # However few the ticks, the passes that came carry the whole span.
+      assert_operator wall / 1e9, :>=, 0.95 * stats["elapsed"], "the holder's wall time was lost: #{ticks}"
       spinning = total(profile, "wall-time") { |sample| in_function?(profile, sample, "Object#spin") }
       assert_operator spinning / wall.to_f, :>=, 0.9, "the holder's wall time is under the method it ran"
     end
