@@ -29,6 +29,12 @@ recorder_slots *recorder_slots_new(int64_t start_monotonic_ns, int64_t start_epo
   return slots;
 }
 
+void recorder_slots_move_first_start(recorder_slots *slots, int64_t start_monotonic_ns) {
+  if (slots->flushes > 0) return;
+  slots->period_start_epoch_ns += start_monotonic_ns - slots->period_start_monotonic_ns;
+  slots->period_start_monotonic_ns = start_monotonic_ns;
+}
+
 void recorder_slots_free(recorder_slots *slots) {
   if (slots == NULL) return;
   for (int i = 0; i < RECORDER_SLOTS; i++) recorder_free(slots->recorders[i]);

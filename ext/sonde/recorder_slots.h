@@ -19,6 +19,12 @@
 recorder_slots *recorder_slots_new(int64_t start_monotonic_ns, int64_t start_epoch_ns);
 void recorder_slots_free(recorder_slots *slots);
 
+// Before the first flush: the first period starts at start instead, its
+// epoch start moved by as much. The run's start, once it has met every
+// thread (sampling_pass_baseline): what came before is Sonde's own setup,
+// which no thread's wall time covers.
+void recorder_slots_move_first_start(recorder_slots *slots, int64_t start_monotonic_ns);
+
 // Both recorders keep a timeline of at most capacity entries per period
 // (recorder_enable_timeline). Returns 0, or -1 when out of memory.
 int recorder_slots_enable_timeline(recorder_slots *slots, size_t capacity);

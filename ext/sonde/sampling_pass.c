@@ -316,7 +316,7 @@ static thread_context *meet_thread(sonde_run *run, const vm_thread_info *info, i
   return context;
 }
 
-void sampling_pass_baseline(sonde_run *run) {
+int64_t sampling_pass_baseline(sonde_run *run) {
   sampling_pass *pass = run->pass;
   int64_t now = clocks_monotonic_ns();
   list_threads(run, now);
@@ -333,6 +333,7 @@ void sampling_pass_baseline(sonde_run *run) {
   // What threads that ended before this run spent on their way out is not its.
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
+  return now;
 }
 
 void sampling_pass_meet_current_thread(sonde_run *run) {

@@ -35,8 +35,9 @@ void sampling_pass_prepare_job(void);
 // Meets every thread alive at start without recording: their first samples
 // then cover only the time since the start. Arms their CPU timers. The
 // SIGPROF handler must already be installed (a timer's first signal may
-// come at once). May raise.
-void sampling_pass_baseline(sonde_run *run);
+// come at once). May raise. Returns when it met them (monotonic): where
+// their wall time starts.
+int64_t sampling_pass_baseline(sonde_run *run);
 
 // One full pass (see the top). Catches and keeps any exception.
 void sampling_pass_run_with_gvl(sonde_run *run, pass_origin origin);
