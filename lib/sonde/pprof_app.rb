@@ -10,6 +10,13 @@ require_relative "../sonde"
 require_relative "continuous"
 require_relative "pprof"
 require_relative "profile_names"
+# A capture starts Sonde on a request thread, often beside busy ones, so
+# what a start loads (these files, and the native core: see initialize)
+# loads with the endpoint, at boot. Each file read gives up the GVL, and a
+# busy thread then keeps it for Ruby's 100 ms timeslice: loaded by the
+# first capture, they started it 1.36 s late (3.1, one busy thread).
+require_relative "session"
+require_relative "trace_context"
 
 module Sonde
   # A live profile over HTTP, by Go's conventions: a Rack app to mount.
@@ -89,6 +96,7 @@ module Sonde
       end
 
       Options.new(rate: rate) # the rate is checked as Sonde.start checks it
+      Native.load # never raises: a core that cannot load is reported by the capture
       @token_digest = token && Digest::SHA256.digest(token)
       @allow_loopback = allow_loopback ? true : false
       @max_seconds = max_seconds
