@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
-# Thread#kill and Thread#raise aimed at threads while Sonde samples at 1000
-# Hz, many of them landing as the thread starts (when Sonde's thread-begin
-# hook runs) or in the middle of a sampling pass. Each must be delivered
+# Thread#kill and Thread#raise aimed at threads while Sonde samples (at
+# 1000 Hz unless told), many of them landing as the thread starts (when
+# Sonde's thread-begin hook runs) or in the middle of a sampling pass. Each must be delivered
 # exactly as without Sonde: every killed thread ends, every raised-into
 # thread rescues its exception. Prints counts; a lost kill shows as a thread
 # still alive after its join times out.
@@ -10,6 +10,7 @@ require "json"
 require "sonde"
 
 COUNT = Integer(ARGV.fetch(0, "1000"))
+RATE = Integer(ARGV.fetch(1, "1000"))
 JOIN_TIMEOUT = 5
 
 class Delivered < StandardError; end
@@ -20,7 +21,7 @@ def spin(n)
   x
 end
 
-Sonde.start(rate: 1000)
+Sonde.start(rate: RATE)
 survivors = 0
 rescued = Queue.new
 COUNT.times do |i|
