@@ -70,9 +70,13 @@ struct cpu_timers {
   int fail_creation_with; // tests
   // Shared with handlers, atomic:
   uint32_t handlers_inside;
-  uint64_t live, signals, committed, failures;
+  uint64_t live, signals, committed, failures, overdue_ticks;
   int64_t sampled_cpu_ns;
 };
+
+// A wall tick stands in for a thread's CPU signal once the thread has
+// used this many intervals of CPU since its last sample (see the header).
+#define OVERDUE_INTERVALS 2
 
 cpu_timers *cpu_timers_new(int64_t interval_ns, uint64_t seed) {
   if (interval_ns <= 0) return NULL;
@@ -323,6 +327,64 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
   return ours;
 }
 
+// The calling thread's record, as its last lookup found it (index << 32 |
+// generation; 0: none yet). Initial-exec: read first inside a handler.
+static __thread uint64_t own_record_ref __attribute__((tls_model("initial-exec")));
+
+// Inside the handler, counted in handlers_inside: retired records are not
+// recycled meanwhile, so a record's tid cannot change under the reading.
+static bool own_live_record_signal_safe(cpu_timers *timers, int32_t tid, uint32_t *index, uint32_t *generation) {
+  uint64_t cached = own_record_ref;
+  if (cached != 0) {
+    uint32_t at = (uint32_t)(cached >> GENERATION_BITS), expected = (uint32_t)(cached & GENERATION_MASK);
+    timer_record *record = record_at(timers, at);
+    if (record != NULL && shared_load_seq(&record->generation) == expected && record->tid == tid) {
+      *index = at;
+      *generation = expected;
+      return true;
+    }
+  }
+  for (uint32_t chunk = 0; chunk < MAX_CHUNKS; chunk++) {
+    if (shared_load_acquire(&timers->chunks[chunk]) == NULL) break;
+    for (uint32_t slot = 0; slot < CHUNK_SIZE; slot++) {
+      uint32_t at = (chunk << CHUNK_SHIFT) | slot;
+      timer_record *record = record_at(timers, at);
+      uint32_t live = shared_load_seq(&record->generation);
+      if (live == 0 || record->tid != tid) continue;
+      own_record_ref = ((uint64_t)at << GENERATION_BITS) | live;
+      *index = at;
+      *generation = live;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool cpu_timers_on_overdue_tick_signal_safe(cpu_timers *timers, int32_t tid, cpu_timer_hit *hit) {
+  shared_add_seq(&timers->handlers_inside, 1);
+  bool overdue = false;
+  uint32_t index, generation;
+  if (own_live_record_signal_safe(timers, tid, &index, &generation)) {
+    timer_record *record = record_at(timers, index);
+    int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t before = shared_load_relaxed(&record->last_cpu_ns);
+    if (now - before >= OVERDUE_INTERVALS * timers->interval_ns) {
+      *hit = (cpu_timer_hit){
+          .tid = tid,
+          .thread_handle = record->thread_handle,
+          .cpu_ns = now - before,
+          .index = index,
+          .generation = generation,
+          .clock_ns = now,
+      };
+      shared_add_relaxed(&timers->overdue_ticks, 1);
+      overdue = true;
+    }
+  }
+  shared_sub_release(&timers->handlers_inside, 1);
+  return overdue;
+}
+
 void cpu_timers_commit_signal_safe(cpu_timers *timers, const cpu_timer_hit *hit) {
   if (hit->clock_ns < 0) return;
   shared_add_seq(&timers->handlers_inside, 1);
@@ -342,6 +404,7 @@ cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
       .live = shared_load_relaxed(&timers->live),
       .signals = shared_load_relaxed(&timers->signals),
       .committed = shared_load_relaxed(&timers->committed),
+      .overdue_ticks = shared_load_relaxed(&timers->overdue_ticks),
       .failures = shared_load_relaxed(&timers->failures),
       .sampled_cpu_ns = shared_load_relaxed(&timers->sampled_cpu_ns),
   };

@@ -23,7 +23,7 @@
 #include "vm.h"
 
 static uint64_t signals_received, cpu_signals, tick_signals, stale_timer_signals, wrong_thread_signals,
-    foreign_signals, inconsistent_stacks, jobs_not_queued;
+    foreign_signals, inconsistent_stacks, jobs_not_queued, cpu_samples_by_tick;
 // Time inside this handler, all threads (monotonic clock: a handler
 // preempted midway counts whole, so this bounds its cost from above).
 static uint64_t handler_ns;
@@ -64,29 +64,47 @@ static bool read_own_stack(capture_buffer *buffer, capture *slot, const void *se
   return true;
 }
 
-// The trigger offered this tick to the GVL holder's CPU signal: the tick's
-// capture is a copy of the CPU sample just read (same thread, same moment),
-// and the pass runs as for a tick's own signal. A full buffer loses only
-// the copy: the pass then reads the holder's stack itself.
-static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
+// Publishes a copy of a filled slot (same thread, same moment, same
+// stack) as a capture of another kind. A full buffer loses only the copy.
+static capture *publish_copy_signal_safe(sonde_run *run, const capture *original, capture_kind kind,
+                                         int64_t cpu_ns) {
   capture *slot = capture_buffer_claim_signal_safe(run->captures);
-  if (slot != NULL) {
-    slot->kind = CAPTURE_WALL;
-    slot->flags = cpu_slot->flags;
-    slot->tid = cpu_slot->tid;
-    slot->label_set = cpu_slot->label_set;
-    slot->trace = cpu_slot->trace;
-    slot->at_ns = cpu_slot->at_ns;
-    slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
-    slot->depth = cpu_slot->depth;
-    slot->total_depth = cpu_slot->total_depth;
-    for (uint32_t i = 0; i < cpu_slot->depth; i++) {
-      slot->frame_ids[i] = cpu_slot->frame_ids[i];
-      slot->lines[i] = cpu_slot->lines[i];
-    }
-    capture_buffer_publish_signal_safe(run->captures, slot);
+  if (slot == NULL) return NULL;
+  slot->kind = kind;
+  slot->flags = original->flags;
+  slot->tid = original->tid;
+  slot->label_set = original->label_set;
+  slot->trace = original->trace;
+  slot->cpu_ns = cpu_ns;
+  slot->at_ns = original->at_ns;
+  slot->sequence = capture_buffer_next_sequence_signal_safe(run->captures);
+  slot->depth = original->depth;
+  slot->total_depth = original->total_depth;
+  for (uint32_t i = 0; i < original->depth; i++) {
+    slot->frame_ids[i] = original->frame_ids[i];
+    slot->lines[i] = original->lines[i];
   }
+  capture_buffer_publish_signal_safe(run->captures, slot);
+  return slot;
+}
+
+// The trigger offered this tick to the GVL holder's CPU signal: the tick's
+// capture is a copy of the CPU sample just read, and the pass runs as for
+// a tick's own signal. Without the copy the pass reads the holder's stack
+// itself.
+static void take_offered_tick(sonde_run *run, const capture *cpu_slot) {
+  publish_copy_signal_safe(run, cpu_slot, CAPTURE_WALL, 0);
   scheduler_note_tick_signal_safe(run->scheduler);
+}
+
+// The tick landed on a thread whose CPU timer is overdue (cpu_timers.h):
+// the tick's stack is also its CPU sample, carrying the CPU since the last
+// one. Not committed without the copy: the CPU then goes with a later one.
+static void take_overdue_cpu_sample(sonde_run *run, const capture *tick_slot, const cpu_timer_hit *hit) {
+  scheduler_note_cpu_signal_signal_safe(run->scheduler); // a thread burns CPU: full rate
+  if (publish_copy_signal_safe(run, tick_slot, CAPTURE_CPU, hit->cpu_ns) == NULL) return;
+  ADD(cpu_samples_by_tick);
+  cpu_timers_commit_signal_safe(run->timers, hit);
 }
 
 // A sample that cannot be kept is not committed: its CPU time goes with
@@ -138,6 +156,11 @@ static void capture_tick(sonde_run *run, int64_t at_ns) {
       ADD(inconsistent_stacks);
       slot->flags |= CAPTURE_STACK_LATER;
     }
+    // Copied before publishing: once published, the pass may take the slot.
+    cpu_timer_hit hit;
+    if (run->timers != NULL && cpu_timers_on_overdue_tick_signal_safe(run->timers, slot->tid, &hit)) {
+      take_overdue_cpu_sample(run, slot, &hit);
+    }
     capture_buffer_publish_signal_safe(run->captures, slot);
   }
   scheduler_note_tick_signal_safe(run->scheduler);
@@ -166,7 +189,7 @@ void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
 void signal_sampler_reset_stats(void) {
   uint64_t *counters[] = {&signals_received, &cpu_signals,     &tick_signals,        &stale_timer_signals,
                           &wrong_thread_signals, &foreign_signals, &inconsistent_stacks, &jobs_not_queued,
-                          &handler_ns};
+                          &cpu_samples_by_tick, &handler_ns};
   for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) shared_store_relaxed(counters[i], 0);
 }
 
@@ -181,5 +204,6 @@ void signal_sampler_add_stats(VALUE stats) {
   stats_put_count(stats, "foreign_signals", LOAD(foreign_signals));
   stats_put_count(stats, "inconsistent_stacks", LOAD(inconsistent_stacks));
   stats_put_count(stats, "jobs_not_queued", LOAD(jobs_not_queued));
+  stats_put_count(stats, "cpu_samples_by_tick", LOAD(cpu_samples_by_tick));
   stats_put_number(stats, "signal_handler_seconds", (double)LOAD(handler_ns) / 1e9);
 }

@@ -4,7 +4,8 @@
 // A thread that burns CPU gets one SIGPROF per interval of its CPU time,
 // delivered to it (not to the process); the CPU times the signals carry add
 // up to what its clock says; a thread that sleeps gets none; a deleted
-// timer's signals are recognised as stale; a refused timer_create is
+// timer's signals are recognised as stale; a tick finds its own thread's
+// overdue timer; a refused timer_create is
 // reported as the kernel said it. Pure C with real timers and signals, run
 // under AddressSanitizer and UBSan.
 #define _GNU_SOURCE
@@ -143,6 +144,38 @@ static void test_finish_tells_the_cpu_no_signal_covered(void) {
   CHECK(cpu_timers_finish(timers, ref, own_cpu_ns()) < BURN_NS);
 }
 
+// A tick stands in for a timer the kernel did not fire (its tick never
+// found the thread running): with SIGPROF blocked, as it is inside the
+// handler of the tick, nothing else commits, so the lookup sees the CPU
+// since the arming, and only once it is 2 intervals or more.
+static void test_an_overdue_timer_is_found_by_the_threads_tick(void) {
+  reset_counts();
+  expected_tid = (pid_t)syscall(SYS_gettid);
+  sigset_t prof, saved;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &saved);
+  int64_t start = own_cpu_ns();
+  cpu_timer_ref ref;
+  CHECK_EQ_INT(cpu_timers_arm(timers, expected_tid, (const void *)0x2, start, &ref), CPU_TIMER_ARMED);
+  cpu_timer_hit hit;
+  CHECK(!cpu_timers_on_overdue_tick_signal_safe(timers, expected_tid, &hit)); // not 2 intervals yet
+  burn(3 * INTERVAL_NS);
+  CHECK(!cpu_timers_on_overdue_tick_signal_safe(timers, expected_tid + 1, &hit)); // another thread's tick
+  CHECK(cpu_timers_on_overdue_tick_signal_safe(timers, expected_tid, &hit));
+  CHECK(hit.tid == expected_tid && hit.thread_handle == (const void *)0x2);
+  CHECK(hit.cpu_ns >= 3 * INTERVAL_NS && hit.cpu_ns <= own_cpu_ns() - start);
+  cpu_timers_commit_signal_safe(timers, &hit);
+  CHECK(!cpu_timers_on_overdue_tick_signal_safe(timers, expected_tid, &hit)); // committed: counts from there
+  CHECK_EQ_INT(cpu_timers_stats(timers).overdue_ticks, 1);
+  cpu_timers_disarm(timers, ref);
+  burn(3 * INTERVAL_NS);
+  CHECK(!cpu_timers_on_overdue_tick_signal_safe(timers, expected_tid, &hit)); // no live timer
+  // The kernel's signal, queued while blocked, is now stale.
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  CHECK(hits == 0);
+}
+
 typedef struct {
   pid_t tid;
   volatile int stop;
@@ -232,6 +265,7 @@ int main(void) {
   test_a_burning_thread_is_signalled_after_its_own_cpu_time();
   test_a_disarmed_timer_sends_nothing_more();
   test_finish_tells_the_cpu_no_signal_covered();
+  test_an_overdue_timer_is_found_by_the_threads_tick();
   test_an_idle_thread_gets_no_signal();
   test_a_gone_thread_and_a_refusing_kernel();
   test_disarm_all_closes();
