@@ -166,9 +166,9 @@ class RealStackTest < Minitest::Test
 
   # --- Datadog: requests and jobs under `trace endpoint` --------------------
 
-  # CI once saw 26 uploads and not one job sample (4 Dec 2026), never seen
-  # here in 6 runs (4 of them beside 2 busy cores): the message names the
-  # uploads of each process and Sidekiq's log, to tell where they went.
+  # CI once saw 26 uploads and not one job sample (4 Dec 2026): the message
+  # names the uploads of each process and Sidekiq's log, to tell where they
+  # went (see the stopping order below).
   def test_a_datadog_export_carries_trace_endpoint_for_requests_and_jobs
     started = monotonic
     intake = HttpTestServer.new(status: 202)
@@ -180,8 +180,12 @@ class RealStackTest < Minitest::Test
     wait_until_serving(port, puma, puma_log)
     drive_load(port, seconds: 3)
     run_jobs(redis, sidekiq, sidekiq_log, reports: 10, mails: 10)
-    stop(puma, puma_log, "puma")
+    # Sidekiq first: while Puma stops (seconds on a loaded machine) Sidekiq
+    # would write an idle period a second, and an exporter slower than
+    # that keeps the newest 4 (queue_size), dropping the jobs' periods:
+    # a run beside both test lanes got 7 of about 19 periods and no job.
     stop(sidekiq, sidekiq_log, "sidekiq")
+    stop(puma, puma_log, "puma")
     uploads = intake.requests.select { |r| r.path == Sonde::Exporters::Datadog::PATH }
     profiles = uploads.map { |r| Sonde::Pprof.decode(r.parts.fetch(Sonde::Exporters::Datadog::PPROF_FILENAME).body) }
     endpoints = profiles.flat_map { |p| p.samples.filter_map { |s| s.labels["trace endpoint"] } }.tally
