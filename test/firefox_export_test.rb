@@ -260,6 +260,7 @@ end
 class FirefoxProfilerLoadTest < Minitest::Test
   def setup
     skip "protoc is not installed" unless PprofFixture.protoc?
+    NodeDeps.skip_if_they_ran_on_another_ruby(self)
     skip "Node.js is not installed (apt-get install nodejs npm)" unless system("node --version > /dev/null 2>&1")
     @cli = File.join(NodeDeps.install, "@firefox-devtools", "profiler-cli", "dist", "profiler-cli.js")
     # Short: the session's socket lives in it (108 bytes at most).

@@ -8,8 +8,9 @@ require "tmpdir"
 # Headless Chromium for the browser tests, driven by test/support/browser.mjs
 # through puppeteer-core. script/test-node-deps installs puppeteer-core and
 # speedscope (pinned) into tmp/node. Tests skip, with the reason, only when
-# Chromium or Node is not installed on this machine; a failed npm install
-# fails them.
+# Chromium or Node is not installed on this machine, or when the run says
+# they ran on another Ruby (SONDE_BROWSER_TESTS_RAN_ON, below); a failed
+# npm install fails them.
 module NodeDeps
   ROOT = File.expand_path("../..", __dir__)
   SCRIPT = File.join(ROOT, "test", "support", "browser.mjs")
@@ -30,8 +31,21 @@ module NodeDeps
     nil
   end
 
+  # .ci/run runs the tests that load Sonde's pages and files in Chromium or
+  # Node.js on one Ruby (the host's) and sets SONDE_BROWSER_TESTS_RAN_ON to
+  # its version in the legs of the others: what they load is made from
+  # fixture profiles by Ruby code whose output the other tests check on
+  # every Ruby, and they cost 30-40 s of each leg.
+  def skip_if_they_ran_on_another_ruby(test)
+    ran_on = ENV.fetch("SONDE_BROWSER_TESTS_RAN_ON", "")
+    return if ran_on.empty? || ran_on == RUBY_VERSION
+
+    test.skip "the Chromium and Node.js tests ran on Ruby #{ran_on} in this run (SONDE_BROWSER_TESTS_RAN_ON)"
+  end
+
   # A Browser, or skips the test with what is missing and how to get it.
   def browser_or_skip(test)
+    skip_if_they_ran_on_another_ruby(test)
     path = chromium
     test.skip "Chromium is not installed (apt-get install chromium; script/setup installs it)" unless path
     test.skip "Node.js is not installed (apt-get install nodejs npm)" unless system("node --version > /dev/null 2>&1")
