@@ -133,6 +133,30 @@ class TimelineTest < Minitest::Test
     end
   end
 
+  # The stop reads its period's end before it halts; CPU signals taken
+  # meanwhile (a loaded machine stretches the halt) are still recorded, so
+  # the period stretches to hold their moments: pprof and OTLP readers
+  # take every moment to lie within it (OTLP's span excludes its end).
+  # Testing.burn_at_stop widens that window to 60 ms of CPU.
+  def test_samples_taken_while_the_stop_halts_lie_within_the_period
+    script = <<~RUBY
+      require "sonde"
+      require "json"
+      Sonde.start(rate: 1000)
+      Sonde::Native::Testing.burn_at_stop(0.06)
+      profile = Sonde::Pprof.decode(Sonde.stop.pprof)
+      moments = profile.samples.filter_map { |sample| sample.labels["#{TIMESTAMP}"] }
+      puts JSON.generate(start: profile.time_nanos, end: profile.time_nanos + profile.duration_nanos,
+                         first: moments.min, last: moments.max, stats: Sonde.stats.slice(:cpu_signals, :cpu_samples))
+    RUBY
+    stdout, stderr, status = run_ruby("-e", script)
+    assert_succeeded status, stderr
+    facts = JSON.parse(stdout.lines.last)
+    assert_operator facts["stats"]["cpu_samples"], :>, 0, "CPU samples during the stop's burn: #{facts}"
+    assert_operator facts["first"], :>=, facts["start"], facts.to_s
+    assert_operator facts["last"], :<, facts["end"], "the latest moment vs the period's end: #{facts}"
+  end
+
   def test_without_a_timeline_no_sample_has_a_moment
     profile, facts, = record_taking_turns(timeline: false)
     assert_empty timed(profile)

@@ -185,6 +185,14 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
 // joined, every CPU timer deleted, hooks off), the handler is emptied and
 // waited for, and the captures still buffered are recorded. After it, no
 // thread, signal or hook touches the run. Idempotent.
+// Testing.burn_at_stop's: CPU burnt on the calling thread's clock.
+static void burn_for_testing(int64_t ns) {
+  if (ns <= 0) return;
+  int64_t until = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+  while (clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID) < until) {
+  }
+}
+
 static void halt_sampling(profiler_state *state) {
   if (state->halted) return;
   sonde_run *run = &state->run;
@@ -397,8 +405,14 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE self) {
   // teardown (every CPU timer deleted, the trigger joined), which no
   // sample covers and which a loaded machine stretches.
   int64_t end = clocks_monotonic_ns();
+  burn_for_testing(state->run.stop_burn_ns_for_testing);
   halt_sampling(state);
   run_set_active(NULL);
+  // The halt records what came in meanwhile (a signal taken before the
+  // handler went, the CPU of threads that ended): the period covers every
+  // moment it holds, its end past the latest (OTLP's span excludes its end).
+  int64_t latest = recorder_latest_moment_ns(recorder_slots_active(state->run.slots));
+  if (latest >= end) end = latest + 1;
 
   // From here the run is ours alone: nothing samples into it.
   VALUE holder = profiler_holder;

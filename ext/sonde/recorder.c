@@ -141,6 +141,7 @@ struct recorder {
   uint32_t scratch_capacity;
   uint64_t generation; // bumped by recorder_clear: ids handed out before it are void
   timeline_log *timeline; // NULL unless recorder_enable_timeline
+  int64_t latest_moment_ns; // the latest moment logged since the last clear (0: none)
   long allocations_allowed; // UNLIMITED_ALLOCATIONS, or how many may still succeed (tests)
 };
 
@@ -560,6 +561,7 @@ void recorder_clear(recorder *rec) {
   rec->samples.count = 0;
   hash_index_clear(&rec->samples.index);
   if (rec->timeline) timeline_log_clear(rec->timeline);
+  rec->latest_moment_ns = 0;
 }
 
 int recorder_enable_timeline(recorder *rec, size_t capacity) {
@@ -756,11 +758,12 @@ int recorder_intern_thread(recorder *rec, int64_t thread_id, const char *thread_
 }
 
 // Only the time sample types have a moment: an allocation is not a span.
-static void log_timed_sample(timeline_log *log, uint32_t sample_index, int64_t at_ns, const int64_t *values) {
+static void log_timed_sample(recorder *rec, uint32_t sample_index, int64_t at_ns, const int64_t *values) {
   if (values[RECORDER_CPU_TIME_NS] == 0 && values[RECORDER_CPU_SAMPLES] == 0 && values[RECORDER_WALL_TIME_NS] == 0 &&
       values[RECORDER_WALL_SAMPLES] == 0) {
     return;
   }
+  if (at_ns > rec->latest_moment_ns) rec->latest_moment_ns = at_ns;
   timeline_entry entry = {
       .at_ns = at_ns,
       .cpu_ns = values[RECORDER_CPU_TIME_NS],
@@ -770,8 +773,10 @@ static void log_timed_sample(timeline_log *log, uint32_t sample_index, int64_t a
       .cpu_samples = (uint16_t)(values[RECORDER_CPU_SAMPLES] > UINT16_MAX ? UINT16_MAX : values[RECORDER_CPU_SAMPLES]),
       .wall_samples = (uint16_t)(values[RECORDER_WALL_SAMPLES] > UINT16_MAX ? UINT16_MAX : values[RECORDER_WALL_SAMPLES]),
   };
-  timeline_log_append(log, &entry);
+  timeline_log_append(rec->timeline, &entry);
 }
+
+int64_t recorder_latest_moment_ns(const recorder *rec) { return rec ? rec->latest_moment_ns : 0; }
 
 int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]) {
@@ -790,7 +795,7 @@ int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *conte
     sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
   }
   add_values(rec->samples.entries[sample_index].values, values);
-  if (rec->timeline && context->at_ns != 0) log_timed_sample(rec->timeline, sample_index, context->at_ns, values);
+  if (rec->timeline && context->at_ns != 0) log_timed_sample(rec, sample_index, context->at_ns, values);
   return 0;
 }
 

@@ -90,6 +90,10 @@ int recorder_enable_timeline(recorder *rec, size_t capacity);
 // The timeline log, or NULL when not enabled. Its entries' sample_index
 // are recorder_sample_at indexes; valid until the next recorder_clear.
 const timeline_log *recorder_timeline(const recorder *rec);
+
+// The latest moment (CLOCK_MONOTONIC ns) a sample was logged at in the
+// timeline since the last clear; 0 when none (or no timeline).
+int64_t recorder_latest_moment_ns(const recorder *rec);
 timeline_log *recorder_timeline_for_testing(recorder *rec);
 
 // Adds values to the sample for this stack (frames leaf first), thread and

@@ -49,6 +49,7 @@ typedef struct sonde_run {
   own_threads *muted;        // threads left out of the profile (a live capture's request thread)
   alloc_source *alloc;       // allocation and live-heap samples; NULL when not asked for
   exit_cpu *exits;           // ended threads' CPU after their EXITED event; NULL on 3.1
+  int64_t stop_burn_ns_for_testing; // Testing.burn_at_stop: CPU the stop burns between its end and the halt
 } sonde_run;
 
 // The run sampling now, or NULL: the core's one global run pointer (the

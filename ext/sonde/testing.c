@@ -43,9 +43,20 @@ static VALUE testing_bound_timeline(VALUE self, VALUE entries) {
   return recorder_slots_bound_timeline_for_testing(running_run()->slots, (size_t)capacity) ? Qtrue : Qfalse;
 }
 
+// Testing.burn_at_stop(seconds) -> the stop burns that much CPU on its
+// own thread after it reads its period's end and before it halts, while
+// the CPU timers still run: samples taken then come after the end.
+static VALUE testing_burn_at_stop(VALUE self, VALUE seconds) {
+  double value = NUM2DBL(seconds);
+  if (!(value >= 0 && value <= 10)) rb_raise(rb_eArgError, "seconds must be from 0 to 10");
+  running_run()->stop_burn_ns_for_testing = (int64_t)(value * 1e9);
+  return Qnil;
+}
+
 void testing_define_methods(VALUE native) {
   VALUE testing = rb_define_module_under(native, "Testing");
   rb_define_module_function(testing, "fail_next_sample", testing_fail_next_sample, 0);
   rb_define_module_function(testing, "fail_timer_creation", testing_fail_timer_creation, 1);
   rb_define_module_function(testing, "bound_timeline", testing_bound_timeline, 1);
+  rb_define_module_function(testing, "burn_at_stop", testing_burn_at_stop, 1);
 }

@@ -951,13 +951,18 @@ static void test_timeline_logs_timed_samples_beside_the_aggregate(void) {
   CHECK_EQ_INT(recorder_sample_at(rec, second.sample_index).state, 2);
   CHECK_EQ_INT(third.at_ns, 3000);
   CHECK_EQ_INT(third.sample_index, first.sample_index);
+  // The latest moment logged (the untimed and allocation-only ones are not).
+  CHECK_EQ_INT(recorder_latest_moment_ns(rec), 3000);
+  CHECK_EQ_INT(recorder_latest_moment_ns(plain), 0);
   // At its bound (3), the oldest gives way; clear empties it.
   recorder_add(rec, 0, &(recorder_context){.at_ns = 4000}, (const int64_t[RECORDER_VALUE_COUNT]){[0] = 1});
   CHECK_EQ_INT(timeline_log_count(log), 3);
   CHECK_EQ_INT(timeline_log_at(log, 0).at_ns, 2000);
   CHECK_EQ_INT(timeline_log_dropped(log), 1);
+  CHECK_EQ_INT(recorder_latest_moment_ns(rec), 4000);
   recorder_clear(rec);
   CHECK_EQ_INT(timeline_log_count(recorder_timeline(rec)), 0);
+  CHECK_EQ_INT(recorder_latest_moment_ns(rec), 0);
   recorder_free(rec);
   recorder_free(plain);
 }
