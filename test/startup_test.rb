@@ -41,6 +41,16 @@ class StartupTest < Minitest::Test
     assert_empty features.grep(NOT_NEEDED), "-rsonde/record loaded what a run that writes one profile never uses"
   end
 
+  # With RubyGems off (ruby --disable-gems, or RUBYOPT=--disable-gems)
+  # Sonde loads and records: `require "sonde"` raised NameError there when
+  # it compared versions with Gem::Version.
+  def test_sonde_loads_and_records_without_rubygems
+    script = 'Sonde.start; x = 0; 200_000.times { x += 1 }; print Sonde.stop.pprof.bytesize.positive?'
+    stdout, stderr, status = run_ruby("--disable-gems", "-rsonde", "-e", script)
+    assert_succeeded status, stderr
+    assert_equal "true", stdout
+  end
+
   def test_require_sonde_loads_no_more_than_its_hooks
     features = features_at_exit({}, "-rsonde")
     assert_empty features.grep(NOT_NEEDED)

@@ -20,11 +20,16 @@ module Sonde
     def backend
       return nil unless RUBY_ENGINE == "ruby"
 
-      version = Gem::Version.new(RUBY_VERSION)
-      return :public_api if version >= Gem::Version.new("3.3")
-      return :mjit_header if version >= Gem::Version.new("3.1")
+      return :public_api if ruby_at_least?("3.3")
+      return :mjit_header if ruby_at_least?("3.1")
 
       nil
+    end
+
+    # Whether RUBY_VERSION is version or later, compared number by number
+    # without RubyGems: `ruby --disable-gems` has no Gem::Version.
+    def ruby_at_least?(version)
+      (RUBY_VERSION.split(".").map(&:to_i) <=> version.split(".").map(&:to_i)) >= 0
     end
 
     # What vm_public.c calls, and the header that declares each.

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "platform"
+
 module Sonde
   # Ractor.new while Sonde runs, prepended to Ractor's singleton class when
   # Sonde loads:
@@ -19,7 +21,7 @@ module Sonde
   # the creating Ractor.
   module RactorGuard
     # Rubies whose NEWOBJ hook crashes while a Ractor is created.
-    NEWOBJ_HOOK_BREAKS_RACTOR_NEW = Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.3")
+    NEWOBJ_HOOK_BREAKS_RACTOR_NEW = !Platform.ruby_at_least?("3.3")
 
     WARNING = if NEWOBJ_HOOK_BREAKS_RACTOR_NEW
                 "sonde: allocation profiling stopped before Ractor.new: on Ruby #{RUBY_VERSION} an allocation " \
