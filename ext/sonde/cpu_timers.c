@@ -70,7 +70,7 @@ struct cpu_timers {
   int fail_creation_with; // tests
   // Shared with handlers, atomic:
   uint32_t handlers_inside;
-  uint64_t live, signals, committed, failures, overdue_ticks;
+  uint64_t live, signals, committed, failures;
   int64_t sampled_cpu_ns;
 };
 
@@ -301,6 +301,21 @@ void cpu_timers_forget_after_fork(cpu_timers *timers) {
   shared_store_relaxed(&timers->handlers_inside, 0);
 }
 
+// The calling thread's hit on its live record: the CPU since its last
+// committed sample, read from its clock now. Inside the handler.
+static cpu_timer_hit hit_now_signal_safe(const timer_record *record, uint32_t index, uint32_t generation) {
+  int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+  int64_t before = shared_load_relaxed(&record->last_cpu_ns);
+  return (cpu_timer_hit){
+      .tid = record->tid,
+      .thread_handle = record->thread_handle,
+      .cpu_ns = now > before ? now - before : 0,
+      .index = index,
+      .generation = generation,
+      .clock_ns = now,
+  };
+}
+
 bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info, cpu_timer_hit *hit) {
   if (info == NULL || info->si_code != SI_TIMER) return false;
   uint64_t value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
@@ -310,16 +325,7 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
   bool ours = false;
   timer_record *record = record_at(timers, index);
   if (record != NULL && shared_load_seq(&record->generation) == generation) {
-    int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-    int64_t before = shared_load_relaxed(&record->last_cpu_ns);
-    *hit = (cpu_timer_hit){
-        .tid = record->tid,
-        .thread_handle = record->thread_handle,
-        .cpu_ns = now > before ? now - before : 0,
-        .index = index,
-        .generation = generation,
-        .clock_ns = now,
-    };
+    *hit = hit_now_signal_safe(record, index, generation);
     shared_add_relaxed(&timers->signals, 1);
     ours = true;
   }
@@ -333,53 +339,43 @@ static __thread uint64_t own_record_ref __attribute__((tls_model("initial-exec")
 
 // Inside the handler, counted in handlers_inside: retired records are not
 // recycled meanwhile, so a record's tid cannot change under the reading.
-static bool own_live_record_signal_safe(cpu_timers *timers, int32_t tid, uint32_t *index, uint32_t *generation) {
+// The live record of thread tid (its index and generation set), or NULL.
+static const timer_record *own_live_record_signal_safe(cpu_timers *timers, int32_t tid, uint32_t *index,
+                                                       uint32_t *generation) {
   uint64_t cached = own_record_ref;
   if (cached != 0) {
     uint32_t at = (uint32_t)(cached >> GENERATION_BITS), expected = (uint32_t)(cached & GENERATION_MASK);
-    timer_record *record = record_at(timers, at);
+    const timer_record *record = record_at(timers, at);
     if (record != NULL && shared_load_seq(&record->generation) == expected && record->tid == tid) {
       *index = at;
       *generation = expected;
-      return true;
+      return record;
     }
   }
   for (uint32_t chunk = 0; chunk < MAX_CHUNKS; chunk++) {
     if (shared_load_acquire(&timers->chunks[chunk]) == NULL) break;
     for (uint32_t slot = 0; slot < CHUNK_SIZE; slot++) {
       uint32_t at = (chunk << CHUNK_SHIFT) | slot;
-      timer_record *record = record_at(timers, at);
+      const timer_record *record = record_at(timers, at);
       uint32_t live = shared_load_seq(&record->generation);
       if (live == 0 || record->tid != tid) continue;
       own_record_ref = ((uint64_t)at << GENERATION_BITS) | live;
       *index = at;
       *generation = live;
-      return true;
+      return record;
     }
   }
-  return false;
+  return NULL;
 }
 
 bool cpu_timers_on_overdue_tick_signal_safe(cpu_timers *timers, int32_t tid, cpu_timer_hit *hit) {
   shared_add_seq(&timers->handlers_inside, 1);
   bool overdue = false;
   uint32_t index, generation;
-  if (own_live_record_signal_safe(timers, tid, &index, &generation)) {
-    timer_record *record = record_at(timers, index);
-    int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-    int64_t before = shared_load_relaxed(&record->last_cpu_ns);
-    if (now - before >= OVERDUE_INTERVALS * timers->interval_ns) {
-      *hit = (cpu_timer_hit){
-          .tid = tid,
-          .thread_handle = record->thread_handle,
-          .cpu_ns = now - before,
-          .index = index,
-          .generation = generation,
-          .clock_ns = now,
-      };
-      shared_add_relaxed(&timers->overdue_ticks, 1);
-      overdue = true;
-    }
+  const timer_record *record = own_live_record_signal_safe(timers, tid, &index, &generation);
+  if (record != NULL) {
+    *hit = hit_now_signal_safe(record, index, generation);
+    overdue = hit->cpu_ns >= OVERDUE_INTERVALS * timers->interval_ns;
   }
   shared_sub_release(&timers->handlers_inside, 1);
   return overdue;
@@ -404,7 +400,6 @@ cpu_timer_stats cpu_timers_stats(cpu_timers *timers) {
       .live = shared_load_relaxed(&timers->live),
       .signals = shared_load_relaxed(&timers->signals),
       .committed = shared_load_relaxed(&timers->committed),
-      .overdue_ticks = shared_load_relaxed(&timers->overdue_ticks),
       .failures = shared_load_relaxed(&timers->failures),
       .sampled_cpu_ns = shared_load_relaxed(&timers->sampled_cpu_ns),
   };

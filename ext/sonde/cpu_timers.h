@@ -99,13 +99,11 @@ bool cpu_timers_on_signal_signal_safe(cpu_timers *timers, const siginfo_t *info,
 // so a hit as its CPU signal would have made. The kernel checks a CPU
 // timer only when its tick finds the thread running, so a thread that
 // shares its core with busier ones (a loaded machine, a CPU quota) runs
-// between ticks and goes long without its signal: on this machine, at
-// nice 10 beside two busy processes, a thread burning 0.35 s got 1 to 44
-// signals of the 87 asked, and each carried everything since the last
-// one to wherever that one landed. A tick finds the thread overdue when
-// it has used 2 intervals of CPU since its last sample; a thread whose
-// timer keeps up (it fires within a kernel tick of each interval) never
-// is at 250 Hz or less. Lock-free; the caller commits a kept sample with
+// between ticks and goes long without its signal, whose one sample would
+// then carry all that CPU (docs/reading-profiles.md). Overdue: 2
+// intervals of CPU since its last sample, which a timer that keeps up
+// (it fires within a kernel tick of each interval) never is at 250 Hz or
+// less. Lock-free; the caller commits a kept sample with
 // cpu_timers_commit_signal_safe as for a CPU signal.
 bool cpu_timers_on_overdue_tick_signal_safe(cpu_timers *timers, int32_t tid, cpu_timer_hit *hit);
 
@@ -119,10 +117,10 @@ void cpu_timers_commit_signal_safe(cpu_timers *timers, const cpu_timer_hit *hit)
 // committed: those kept as samples; sampled_cpu_ns: CPU time the kept ones
 // covered (so committed / sampled seconds is the effective rate, counted
 // in the kernel's signals, that is: what a sample weighs); failures: timers
-// the kernel refused; overdue_ticks: wall ticks that took an overdue
-// thread's CPU sample.
+// the kernel refused. (Samples taken by overdue ticks count as committed;
+// signal_sampler.c counts them apart.)
 typedef struct {
-  uint64_t live, signals, committed, failures, overdue_ticks;
+  uint64_t live, signals, committed, failures;
   int64_t sampled_cpu_ns;
   bool unavailable;
   int unavailable_errno;

@@ -181,10 +181,6 @@ static profiler_state *allocate_profiler(const run_settings *settings) {
   return state;
 }
 
-// Ends sampling, in the reverse order of start: sources stop (the trigger
-// joined, every CPU timer deleted, hooks off), the handler is emptied and
-// waited for, and the captures still buffered are recorded. After it, no
-// thread, signal or hook touches the run. Idempotent.
 // Testing.burn_at_stop's: CPU burnt on the calling thread's clock.
 static void burn_for_testing(int64_t ns) {
   if (ns <= 0) return;
@@ -193,6 +189,10 @@ static void burn_for_testing(int64_t ns) {
   }
 }
 
+// Ends sampling, in the reverse order of start: sources stop (the trigger
+// joined, every CPU timer deleted, hooks off), the handler is emptied and
+// waited for, and the captures still buffered are recorded. After it, no
+// thread, signal or hook touches the run. Idempotent.
 static void halt_sampling(profiler_state *state) {
   if (state->halted) return;
   sonde_run *run = &state->run;
