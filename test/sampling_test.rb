@@ -57,8 +57,8 @@ class SamplingTest < Minitest::Test
   end
 
   def test_c_functions_appear_by_name
-    out = File.join(@dir, "burn.pprof")
-    run_workload("burner_and_napper", out, "0.5")
+    out = File.join(@dir, "c_functions.pprof")
+    run_workload("c_functions", out, "0.3")
     profile = Sonde::Pprof.read(out)
     names = profile.samples.flat_map { |s| function_names(profile, s) }.uniq
     assert_includes names, "Integer#times"
