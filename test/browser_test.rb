@@ -187,9 +187,8 @@ class BrowserTest < Minitest::Test
   # click clears; unchecking B in the thread filter hides its lane.
   def test_timeline_of_threads_taking_turns
     skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
-    pprof = File.join(@dir, "turns.pprof")
-    facts = run_workload("taking_turns", pprof)
-    html = write_page(Sonde::Pprof.read(pprof), "turns.pprof")
+    profile, facts, = taking_turns_recording
+    html = write_page(profile, "turns.pprof")
     data = PageData.parse(File.read(html))
     turns = facts["turns"].map { |name, from, to| [name, PageData.us_of(data, from), PageData.us_of(data, to)] }
     moments = turns.flat_map do |_, from, to|

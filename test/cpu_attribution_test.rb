@@ -264,7 +264,8 @@ class CpuAttributionTest < Minitest::Test
     return nil unless system(RbConfig.ruby, "-e", "require 'stackprof'", err: File::NULL)
 
     dump = File.join(@dir, "#{workload}.stackprof")
-    facts = run_workload(workload, dump, workload == "bursty_threads" ? "3.0" : "2.0", "100", "stackprof")
+    facts = run_workload(workload, dump, workload == "bursty_threads" ? "3.0" : "2.0", "100", "stackprof",
+                         gems: true)
     frames = Marshal.load(File.binread(dump)).fetch(:frames).values # rubocop:disable Security/MarshalLoad -- our own dump
     by_name = ->(name) { frames.find { |f| f[:name] == name } || { samples: 0, total_samples: 0 } }
     data = Marshal.load(File.binread(dump)) # rubocop:disable Security/MarshalLoad -- our own dump

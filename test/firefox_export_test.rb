@@ -365,9 +365,7 @@ class FirefoxTimelineWorkloadTest < Minitest::Test
   end
 
   def test_each_threads_burning_samples_fall_within_its_turns
-    pprof = File.join(@dir, "turns.pprof")
-    facts = run_workload("taking_turns", pprof)
-    profile = Sonde::Pprof.read(pprof)
+    profile, facts, pprof = taking_turns_recording
     start_ns = profile.time_nanos
     json = convert(pprof)
     assert_empty FirefoxFormat.problems(json)

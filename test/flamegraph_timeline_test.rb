@@ -89,9 +89,8 @@ class FlamegraphTimelineTest < Minitest::Test
   # samples in its own thread's lane, within its turns.
   def test_taking_turns_burners_land_in_their_turns
     skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
-    path = File.join(Dir.mktmpdir("sonde-timeline-page"), "turns.pprof")
-    facts = run_workload("taking_turns", path)
-    data = page_data(Sonde::Pprof.read(path))
+    profile, facts, = taking_turns_recording
+    data = page_data(profile)
     assert_equal facts["timeline_samples"], PageData.moments(data).size, "every timed sample is a moment"
     cpu = data["types"].index { |type, _| type == "cpu-time" }
     contended = PageData.us_of(data, facts["contended"][0])

@@ -25,7 +25,7 @@ class RailsTest < Minitest::Test
   statistical def test_a_rails_app_is_labelled_by_controller_action_and_job
     Dir.mktmpdir do |dir|
       out = File.join(dir, "rails.pprof")
-      facts = run_workload("rails_app", out)
+      facts = run_workload("rails_app", out, gems: true)
       assert facts["started_by_railtie"], "config.sonde.start = true started Sonde"
       assert_equal %w[shop development], facts.values_at("service", "env"), "the app's name and Rails.env"
       assert_equal "Sonde::Middleware", facts["middleware"].first, "the middleware is first in the stack"
@@ -76,7 +76,7 @@ class RailsTest < Minitest::Test
   # Boots a bare Rails app with one config.sonde line; [stderr, status].
   # sonde_first: Sonde loads before Rails, as RUBYOPT=-rsonde/auto does.
   def boot_with(config_line, sonde_first: false, after_boot: "")
-    out, err, status = run_ruby(*(sonde_first ? ["-rsonde"] : []), "-e", <<~RUBY)
+    out, err, status = run_ruby(*(sonde_first ? ["-rsonde"] : []), "-e", <<~RUBY, gems: true)
       require "logger"
       require "rails"
       require "action_controller/railtie"
@@ -130,7 +130,7 @@ class RailsTest < Minitest::Test
   end
 
   def test_require_sonde_reaches_every_integration
-    out, err, status = run_ruby("-rsonde", "-e", <<~RUBY)
+    out, err, status = run_ruby("-rsonde", "-e", <<~RUBY, gems: true)
       puts [Sonde::PprofApp, Sonde::Middleware, Sonde::SidekiqMiddleware, Sonde::Sinatra, Sonde::Pprof].map(&:name).join(",")
     RUBY
     assert status.success?, err
@@ -151,9 +151,11 @@ class RailsTest < Minitest::Test
   end
 
   def test_nothing_of_rails_loads_without_rails
+    # With RubyGems, so that Rails could load: it must not.
     out, err, status = run_ruby("-rsonde", "-rsonde/middleware", "-e",
                                 'puts [defined?(Sonde::Railtie).inspect, ' \
-                                '$LOADED_FEATURES.grep(/railtie|rails\\//).grep_v(/sonde\\/railtie_loader/).size].join(",")')
+                                '$LOADED_FEATURES.grep(/railtie|rails\\//).grep_v(/sonde\\/railtie_loader/).size].join(",")',
+                                gems: true)
     assert status.success?, err
     assert_equal "nil,0", out.strip
   end

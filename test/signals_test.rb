@@ -27,7 +27,7 @@ class SignalsTest < Minitest::Test
 
   def test_refuses_while_stackprof_runs
     skip "StackProf is not installed (apt-get install ruby-stackprof)" unless system(RbConfig.ruby, "-e", "require 'stackprof'")
-    stdout, stderr, status = run_ruby("-rsonde", "-rstackprof", "-e", <<~RUBY)
+    stdout, stderr, status = run_ruby("-rsonde", "-rstackprof", "-e", <<~RUBY, gems: true)
       StackProf.start(mode: :cpu, interval: 1000)
       begin
         Sonde.start

@@ -19,7 +19,7 @@ class SinatraTest < Minitest::Test
   statistical def test_each_route_is_labelled_with_its_pattern
     Dir.mktmpdir do |dir|
       out = File.join(dir, "sinatra.pprof")
-      stdout, stderr, status = run_ruby("-rjson", "-e", <<~RUBY)
+      stdout, stderr, status = run_ruby("-rjson", "-e", <<~RUBY, gems: true)
         require "sinatra/base"
         require "sonde"
         require "sonde/middleware"

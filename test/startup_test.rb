@@ -66,7 +66,7 @@ class StartupTest < Minitest::Test
     counts = Hash.new { |hash, key| hash[key] = [] }
     RUNS.times do
       variants.each do |name, (env, args)|
-        stdout, stderr, status = run_ruby(*args, SCANNER_PARSE, PARSES, env: env)
+        stdout, stderr, status = run_ruby(*args, SCANNER_PARSE, PARSES, env: env, gems: true)
         assert status.success?, "#{name}: #{stderr}"
         counts[name] << JSON.parse(stdout.lines.last).fetch("gc_count")
       end
@@ -98,7 +98,7 @@ class StartupTest < Minitest::Test
       dump = File.join(dir, "features.txt")
       hook = File.join(dir, "dump.rb")
       File.write(hook, "at_exit { File.write(#{dump.inspect}, $LOADED_FEATURES.join(\"\\n\")) }\n")
-      _, stderr, status = run_ruby("-r#{hook}", *args, "-e", "1", env: env)
+      _, stderr, status = run_ruby("-r#{hook}", *args, "-e", "1", env: env, gems: true)
       assert_succeeded status, stderr
       File.read(dump).split("\n")
     end

@@ -68,7 +68,8 @@ class StatisticalTest < Minitest::Test
     Dir.mktmpdir do |dir|
       file = File.join(dir, "fixture_test.rb")
       File.write(file, FIXTURE)
-      run_ruby("-I#{File.join(ROOT, "test", "support")}", file, env: { "SONDE_TEST_LANE" => nil }.merge(env))
+      run_ruby("-I#{File.join(ROOT, "test", "support")}", file, env: { "SONDE_TEST_LANE" => nil }.merge(env),
+               gems: true) # minitest
     end
   end
 

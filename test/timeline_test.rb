@@ -16,21 +16,9 @@ class TimelineTest < Minitest::Test
     skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
   end
 
-  class << self
-    attr_accessor :default_recording
-  end
-
   # The recording with the default options, made once per process and only
-  # read by the tests that share it (its workload runs for about 3.6 s).
-  def default_taking_turns
-    TimelineTest.default_recording ||= record_taking_turns
-  end
-
-  def record_taking_turns(options = {})
-    path = File.join(Dir.mktmpdir("sonde-timeline"), "turns.pprof")
-    facts = run_workload("taking_turns", path, JSON.generate(options))
-    [Sonde::Pprof.read(path), facts, path]
-  end
+  # read by the tests that share it (test/support/taking_turns.rb).
+  def default_taking_turns = taking_turns_recording
 
   def timed(profile)
     profile.samples.select { |sample| sample.labels.key?(TIMESTAMP) }
@@ -157,10 +145,30 @@ class TimelineTest < Minitest::Test
     assert_operator facts["last"], :<, facts["end"], "the latest moment vs the period's end: #{facts}"
   end
 
+  # The same short run with and without a timeline: only the first has
+  # moments (a burn of 0.3 s makes about 60 CPU and wall samples).
   def test_without_a_timeline_no_sample_has_a_moment
-    profile, facts, = record_taking_turns(timeline: false)
-    assert_empty timed(profile)
-    assert_equal 0, facts["timeline_samples"]
+    [true, false].each do |timeline|
+      stdout, stderr, status = run_ruby("-e", <<~RUBY)
+        require "json"
+        require "sonde"
+        #{BURN_SCRIPT}
+        Sonde.start(rate: 100, timeline: #{timeline})
+        burn(0.3)
+        profile = Sonde.stop
+        puts JSON.generate(timeline_samples: profile.stats[:timeline_samples], pprof: [profile.pprof].pack("m0"))
+      RUBY
+      assert_succeeded status, stderr
+      facts = JSON.parse(stdout.lines.last)
+      moments = timed(Sonde::Pprof.decode(facts["pprof"].unpack1("m0")))
+      if timeline
+        refute_empty moments, "the control, timeline: true"
+        assert_equal facts["timeline_samples"], moments.size
+      else
+        assert_empty moments
+        assert_equal 0, facts["timeline_samples"]
+      end
+    end
   end
 
   def test_continuous_mode_keeps_no_timeline_unless_asked

@@ -17,7 +17,8 @@ class TraceContextTest < Minitest::Test
   def profile_of(script, env: {}, requires: [])
     Dir.mktmpdir do |dir|
       out = File.join(dir, "traced.pprof")
-      _stdout, stderr, status = run_ruby(*requires.map { |feature| "-r#{feature}" }, "-rsonde", "-e", <<~RUBY, env: env)
+      gems = !requires.empty? # what it requires may be a gem
+      _stdout, stderr, status = run_ruby(*requires.map { |feature| "-r#{feature}" }, "-rsonde", "-e", <<~RUBY, env: env, gems: gems)
         #{BURN_SCRIPT}
         Sonde.start(rate: 250)
         #{script}

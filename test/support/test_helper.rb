@@ -8,6 +8,7 @@ require "tmpdir"
 require "sonde"
 require "sonde/pprof"
 require_relative "statistical"
+require_relative "taking_turns"
 
 # Helpers shared by the Ruby tests. Profiled workloads run in their own
 # process: signal handlers, threads and forks stay out of the test runner.
@@ -37,9 +38,14 @@ module SondeTestHelper
   end
 
   # Runs a Ruby script with Sonde on the load path; returns [stdout, stderr, status].
-  def run_ruby(*args, env: {}, chdir: nil)
+  # The child starts without RubyGems unless it loads a gem (gems: true):
+  # `ruby -e 1` takes about 55 ms of CPU with RubyGems and 10 without, and
+  # the suite starts hundreds of children. Sonde needs no RubyGems
+  # (StartupTest checks it loads and records without them); Ruby's default
+  # libraries (json, zlib, socket) load either way.
+  def run_ruby(*args, env: {}, chdir: nil, gems: false)
     options = chdir ? { chdir: chdir } : {}
-    Open3.capture3(env, RbConfig.ruby, "-I#{LIB}", *args, **options)
+    Open3.capture3(env, RbConfig.ruby, *("--disable-gems" unless gems), "-I#{LIB}", *args, **options)
   end
 
   # A child's exit status and stderr: a child killed by a signal, or one that
@@ -50,10 +56,16 @@ module SondeTestHelper
 
   # Runs test/workloads/NAME.rb, which profiles itself and prints one JSON
   # line of facts about what it really did; returns that Hash.
-  def run_workload(name, *args, env: {})
-    stdout, stderr, status = run_ruby(File.join(WORKLOADS, "#{name}.rb"), *args, env: env)
+  def run_workload(name, *args, env: {}, gems: false)
+    stdout, stderr, status = run_ruby(File.join(WORKLOADS, "#{name}.rb"), *args, env: env, gems: gems)
     assert status.success?, "workload #{name} failed (#{status.inspect}):\n#{stderr}"
     JSON.parse(stdout.lines.last)
+  end
+
+  # test/workloads/taking_turns.rb's recording with the default options,
+  # shared by every test of this process that reads it (TakingTurns).
+  def taking_turns_recording
+    TakingTurns.default_recording(method(:run_workload))
   end
 
   # Ruby 3.1/3.2 with YJIT: passes run only at rare safe points.
@@ -61,8 +73,8 @@ module SondeTestHelper
     defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? && RUBY_VERSION < "3.3"
   end
 
-  def run_sonde(*args, env: {}, chdir: nil)
-    run_ruby(EXE, *args, env: env, chdir: chdir)
+  def run_sonde(*args, env: {}, chdir: nil, gems: false)
+    run_ruby(EXE, *args, env: env, chdir: chdir, gems: gems)
   end
 
   # Every profile the suite writes goes through `go tool pprof` too, when Go
@@ -82,7 +94,7 @@ module SondeTestHelper
   # Skips unless this Ruby can require every feature (a framework an
   # integration test boots), in a child process so nothing loads here.
   def skip_unless_loadable(features, reason)
-    _out, _err, status = run_ruby("-e", features.map { |feature| "require #{feature.inspect}" }.join("; "))
+    _out, _err, status = run_ruby("-e", features.map { |feature| "require #{feature.inspect}" }.join("; "), gems: true)
     skip reason unless status.success?
   end
 
@@ -152,14 +164,21 @@ module SondeTestHelper
   end
 end
 
-# SONDE_TEST_TIMES=FILE: each test's wall time, one "seconds Class#test"
-# line per test, appended to FILE (`sort -rn FILE | head` lists the
-# slowest): what to look at when the suite gets slow.
+# SONDE_TEST_TIMES=FILE: each test's wall time and CPU time (this process
+# and the children it waited for, user + sys), one "wall cpu Class#test"
+# line per test, appended to FILE (`sort -rn -k2 FILE | head` lists the
+# costliest): what to look at when the suite gets slow. CI's two queues
+# share 2 cores, so CPU, not wall time, is what a test costs the others.
 module TestTimes
   def run
-    result = super
     path = ENV["SONDE_TEST_TIMES"]
-    File.open(path, "a") { |f| f.puts(format("%.2f %s#%s", result.time, self.class, name)) } if path
+    return super unless path
+
+    before = Process.times
+    result = super
+    after = Process.times
+    cpu = %i[utime stime cutime cstime].sum { |field| after.public_send(field) - before.public_send(field) }
+    File.open(path, "a") { |f| f.puts(format("%.2f %.2f %s#%s", result.time, cpu, self.class, name)) }
     result
   end
 end
