@@ -16,10 +16,6 @@ class TimelineTest < Minitest::Test
     skip "Sonde cannot run here: #{Sonde.unsupported_reason}" unless Sonde.supported?
   end
 
-  # The recording with the default options, made once per process and only
-  # read by the tests that share it (test/support/taking_turns.rb).
-  def default_taking_turns = taking_turns_recording
-
   def timed(profile)
     profile.samples.select { |sample| sample.labels.key?(TIMESTAMP) }
   end
@@ -43,7 +39,7 @@ class TimelineTest < Minitest::Test
   end
 
   def test_each_burning_sample_falls_in_its_threads_turn
-    profile, facts, path = default_taking_turns
+    profile, facts, path = taking_turns_recording
     wall = profile.value_index("wall-time")
     BURNERS.each do |thread, burner|
       turns = turns_of(facts, thread)
@@ -69,7 +65,7 @@ class TimelineTest < Minitest::Test
   # lets them; measured 0.97 to 1.06 of the clock's CPU over 42 turns, on
   # a quiet machine and beside two busy cores (bound: 0.8 to 1.25).
   statistical def test_each_turn_holds_its_share_of_the_burners_samples
-    profile, facts, = default_taking_turns
+    profile, facts, = taking_turns_recording
     cpu = profile.value_index("cpu-time")
     BURNERS.each do |thread, burner|
       burning = burning_samples(profile, facts, thread)
@@ -90,7 +86,7 @@ class TimelineTest < Minitest::Test
   # aggregate is whole: the timed samples are most of the totals here (the
   # log dropped nothing), and go tool pprof reads the file.
   def test_timestamps_are_epoch_nanoseconds_within_the_period
-    profile, facts, = default_taking_turns
+    profile, facts, = taking_turns_recording
     start = profile.time_nanos
     stop = start + profile.duration_nanos
     stamps = timed(profile).map { |sample| sample.labels[TIMESTAMP] }
@@ -106,7 +102,7 @@ class TimelineTest < Minitest::Test
 
   def test_gvl_contention_shows_both_threads_waiting_in_turn
     skip "GVL waits are timed on Ruby 3.3+ only" if RUBY_VERSION < "3.3"
-    profile, facts, = default_taking_turns
+    profile, facts, = taking_turns_recording
     from, to = facts["contended"]
     wall = profile.value_index("wall-time")
     %w[A B].each do |thread|
