@@ -401,8 +401,11 @@ class ExportersTest < Minitest::Test
     pyroscope = exporter("pyroscope:#{target.url}", queue_size: 2, timeout: 5)
     pyroscope.export(profile(start: START))
     assert target.wait_for_requests(1), "the first profile is in flight"
-    (1..4).each { |i| pyroscope.export(profile(start: START + i)) }
+    _, warned = capture_io { (1..4).each { |i| pyroscope.export(profile(start: START + i)) } }
     assert_equal 2, pyroscope.stats[:dropped]
+    assert_equal 1, warned.lines.size, "two drops, one warning:\n#{warned}"
+    assert_match(/\Asonde: the pyroscope exporter dropped its oldest queued profile in process #{Process.pid}: .*queue_size 2/,
+                 warned)
     target.release
     assert pyroscope.shutdown(timeout: 5)
     assert_equal [3, 0, 2], pyroscope.stats.values_at(:exported, :failed, :dropped)
@@ -428,7 +431,9 @@ class ExportersTest < Minitest::Test
     3.times { |i| pyroscope.export(profile(start: START + i)) }
     assert target.wait_for_requests(1)
     started = monotonic_now
-    refute pyroscope.shutdown(timeout: 0.3)
+    _, warned = capture_io { refute pyroscope.shutdown(timeout: 0.3) }
+    assert_match(/\Asonde: the pyroscope exporter had not finished within 0.3 s of shutdown in process #{Process.pid}: 1 profile in flight failed, 2 queued dropped/,
+                 warned)
     assert_operator monotonic_now - started, :<, 1.5
     assert_equal [0, 1, 2], pyroscope.stats.values_at(:exported, :failed, :dropped)
     refute(Thread.list.any? { |t| t.name == "sonde-export-pyroscope" }, "the thread outlived shutdown")

@@ -166,13 +166,16 @@ class RealStackTest < Minitest::Test
 
   # --- Datadog: requests and jobs under `trace endpoint` --------------------
 
-  # CI once saw 26 uploads and not one job sample (4 Dec 2026): the message
-  # names the uploads of each process and Sidekiq's log, to tell where they
-  # went (see the stopping order below).
+  # CI saw 26 uploads and not one job sample (4 Dec 2026), then Sidekiq
+  # sending 5 uploads to each Puma process's 13-15 (6 Dec 2026, the lane at
+  # nice 10 beside the timed legs): a starved exporter keeps the newest
+  # `queue_size` profiles and drops the jobs' periods. This test is about
+  # the labels, not the exporter's pace: the queue is large and Sidekiq is
+  # stopped only once its jobs' samples have arrived (or 60 s passed).
   def test_a_datadog_export_carries_trace_endpoint_for_requests_and_jobs
     started = monotonic
     intake = HttpTestServer.new(status: 202)
-    export = { "SONDE_EXPORT" => "datadog:#{intake.url}" }
+    export = { "SONDE_EXPORT" => "datadog:#{intake.url}?queue_size=64" }
     redis = start_redis
     sidekiq, sidekiq_log = start_sidekiq(redis, env: export)
     port = free_port
@@ -180,21 +183,20 @@ class RealStackTest < Minitest::Test
     wait_until_serving(port, puma, puma_log)
     drive_load(port, seconds: 3)
     run_jobs(redis, sidekiq, sidekiq_log, reports: 10, mails: 10)
-    # Sidekiq first: while Puma stops (seconds on a loaded machine) Sidekiq
-    # would write an idle period a second, and an exporter slower than
-    # that keeps the newest 4 (queue_size), dropping the jobs' periods:
-    # a run beside both test lanes got 7 of about 19 periods and no job.
+    waited = wait_for_job_uploads(intake, sidekiq, %w[MailJob ReportJob], timeout: 60)
     stop(sidekiq, sidekiq_log, "sidekiq")
     stop(puma, puma_log, "puma")
-    uploads = intake.requests.select { |r| r.path == Sonde::Exporters::Datadog::PATH }
-    profiles = uploads.map { |r| Sonde::Pprof.decode(r.parts.fetch(Sonde::Exporters::Datadog::PPROF_FILENAME).body) }
+    uploads = datadog_uploads(intake)
+    profiles = uploads.map { |upload| upload_profile(upload) }
     endpoints = profiles.flat_map { |p| p.samples.filter_map { |s| s.labels["trace endpoint"] } }.tally
     jobs = profiles.flat_map { |p| p.samples.filter_map { |s| s.labels["job"] } }.tally
     detail = "#{profiles.size} profiles (by pid #{uploads_by_pid(uploads)}, sidekiq #{sidekiq}) in " \
-             "#{(monotonic - started).round} s; samples by trace endpoint #{endpoints}, by job #{jobs}"
+             "#{(monotonic - started).round} s, #{waited.round(1)} s of it waiting for the jobs' uploads; " \
+             "samples by trace endpoint #{endpoints}, by job #{jobs}"
     puts detail if ENV["SONDE_TEST_VERBOSE"]
     assert_equal %w[MailJob ReportJob], jobs.keys.sort,
-                 "Sidekiq's profiles carry its jobs; #{detail}; sidekiq's log:\n#{tail(sidekiq_log)}"
+                 "Sidekiq's profiles carry its jobs; #{detail}; Sonde in sidekiq's log: #{exporter_stats(sidekiq_log)}; " \
+                 "its end:\n#{tail(sidekiq_log)}"
     assert_includes endpoints.keys, HEAVY, detail
     assert_includes endpoints.keys, "ReportJob", "a job's samples carry its class as the trace endpoint; #{detail}"
     assert_includes endpoints.keys, "MailJob", detail
@@ -203,12 +205,42 @@ class RealStackTest < Minitest::Test
     intake&.stop
   end
 
+  def datadog_uploads(intake)
+    intake.requests.select { |r| r.path == Sonde::Exporters::Datadog::PATH }
+  end
+
+  def upload_profile(upload)
+    Sonde::Pprof.decode(upload.parts.fetch(Sonde::Exporters::Datadog::PPROF_FILENAME).body)
+  end
+
+  # Waits until the uploads from process `pid` carry samples of every one of
+  # `jobs`, or `timeout` seconds; returns the seconds waited. The assertions
+  # after it say what arrived.
+  def wait_for_job_uploads(intake, pid, jobs, timeout:)
+    started = monotonic
+    seen = []
+    read = 0
+    until (jobs - seen).empty? || monotonic - started > timeout
+      uploads = datadog_uploads(intake)
+      uploads.drop(read).each do |upload|
+        next unless upload_pid(upload) == pid.to_s
+
+        seen |= upload_profile(upload).samples.filter_map { |s| s.labels["job"] }
+      end
+      read = uploads.size
+      sleep 0.2
+    end
+    monotonic - started
+  end
+
   # How many uploads each process sent, by the process_id tag of its event.
   def uploads_by_pid(uploads)
-    uploads.map do |upload|
-      tags = JSON.parse(upload.parts.fetch(Sonde::Exporters::Datadog::EVENT_FIELD).body).fetch("tags_profiler")
-      tags[/(?:\A|,)process_id:(\d+)/, 1]
-    end.tally
+    uploads.map { |upload| upload_pid(upload) }.tally
+  end
+
+  def upload_pid(upload)
+    tags = JSON.parse(upload.parts.fetch(Sonde::Exporters::Datadog::EVENT_FIELD).body).fetch("tags_profiler")
+    tags[/(?:\A|,)process_id:(\d+)/, 1]
   end
 
   # --- processes --------------------------------------------------------------
@@ -290,11 +322,14 @@ class RealStackTest < Minitest::Test
   end
 
   # SIGTERM, as a deploy sends it; returns when it was sent.
+  CRASH_SIGNALS = %w[SEGV BUS ABRT ILL FPE].map { |name| Signal.list.fetch(name) }.freeze
+
   def stop(pid, log, name)
     sent_at = Time.now
     Process.kill(:TERM, pid)
-    Timeout.timeout(30) { Process.wait(pid) }
+    _, status = Timeout.timeout(30) { Process.wait2(pid) }
     @children.delete(pid)
+    refute CRASH_SIGNALS.include?(status.termsig), "#{name} crashed at SIGTERM (#{status}):\n#{tail(log)}"
     sent_at
   rescue Timeout::Error
     flunk "#{name} did not stop within 30 s of SIGTERM:\n#{tail(log)}"

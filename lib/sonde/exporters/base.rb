@@ -55,15 +55,19 @@ module Sonde
       # profile is counted as dropped and false returned.
       def export(exported_profile)
         reset_process_state if @pid != Process.pid
+        first_drop = false
         @lock.synchronize do
           if @queue.size >= settings.queue_size
             @queue.shift
             @stats[:dropped] += 1
+            first_drop = !@warned_drop
+            @warned_drop = true
           end
           @queue << exported_profile
           start_thread_locked
           @wakeup.signal
         end
+        warn_drop if first_drop
         true
       rescue StandardError => e
         @lock.synchronize do
@@ -96,7 +100,7 @@ module Sonde
           @thread
         end
         drained = thread.nil? || !thread.join(timeout).nil?
-        abandon(thread) unless drained
+        abandon(thread, timeout) unless drained
         @lock.synchronize do
           @thread = nil
           @stopping = false
@@ -135,6 +139,7 @@ module Sonde
         @stopping = false
         @in_flight = false
         @failing = false # true from a failure until the next success: warned once
+        @warned_drop = false # a full queue is warned about once per process
         @stats = { exported: 0, failed: 0, dropped: 0, retries: 0, last_error: nil }
       end
 
@@ -215,10 +220,11 @@ module Sonde
 
       # The drain timed out: stop the thread wherever it is (Thread#kill
       # interrupts a blocking read) and count what it could not deliver.
-      def abandon(thread)
+      def abandon(thread, timeout)
         thread.kill
         thread.join(KILL_JOIN_TIMEOUT)
-        @lock.synchronize do
+        in_flight, queued = @lock.synchronize do
+          counts = [@in_flight ? 1 : 0, @queue.size]
           if @in_flight
             @stats[:failed] += 1
             @stats[:last_error] = "#{kind} export still in flight at shutdown"
@@ -226,7 +232,28 @@ module Sonde
           end
           @stats[:dropped] += @queue.size
           @queue.clear
+          counts
         end
+        warn_abandoned(timeout, in_flight, queued)
+      end
+
+      # A full queue means the target takes longer than a period per
+      # profile: said once, since every later drop has the same cause.
+      def warn_drop
+        warn "sonde: the #{kind} exporter dropped its oldest queued profile in process #{Process.pid}: its queue " \
+             "(queue_size #{settings.queue_size}) was full, the target is slower than profiles are made " \
+             "(later drops are counted in Sonde.stats[:exporters])"
+      rescue StandardError
+        nil
+      end
+
+      # Profiles lost at stop or exit are the last ones, the most wanted: never silently.
+      def warn_abandoned(timeout, in_flight, queued)
+        warn "sonde: the #{kind} exporter had not finished within #{timeout} s of shutdown in process " \
+             "#{Process.pid}: #{in_flight} profile in flight failed, #{queued} queued dropped " \
+             "(#{@stats[:exported]} exported before)"
+      rescue StandardError
+        nil
       end
 
       def describe(error)
