@@ -166,12 +166,11 @@ class RealStackTest < Minitest::Test
 
   # --- Datadog: requests and jobs under `trace endpoint` --------------------
 
-  # CI saw 26 uploads and not one job sample (4 Dec 2026), then Sidekiq
-  # sending 5 uploads to each Puma process's 13-15 (6 Dec 2026, the lane at
-  # nice 10 beside the timed legs): a starved exporter keeps the newest
-  # `queue_size` profiles and drops the jobs' periods. This test is about
-  # the labels, not the exporter's pace: the queue is large and Sidekiq is
-  # stopped only once its jobs' samples have arrived (or 60 s passed).
+  # On a starved machine (this lane runs at nice 10) an exporter keeps only
+  # the newest `queue_size` profiles and can drop the jobs' periods. This
+  # test is about the labels, not the exporter's pace: the queue is large
+  # and Sidekiq is stopped only once its jobs' samples have arrived (or 60 s
+  # passed).
   def test_a_datadog_export_carries_trace_endpoint_for_requests_and_jobs
     started = monotonic
     intake = HttpTestServer.new(status: 202)

@@ -212,10 +212,8 @@ module Sonde
 
       # One line per run of failures: the kind, the error, where the rest go.
       def warn_failure(error)
-        warn "sonde: the #{kind} exporter failed in process #{Process.pid} (profiles are not reaching it; " \
-             "later failures are counted in Sonde.stats[:exporters] until one succeeds): #{describe(error)}"
-      rescue StandardError
-        nil # a closed or broken $stderr must not reach the exporter's thread
+        say "failed in process #{Process.pid} (profiles are not reaching it; " \
+            "later failures are counted in Sonde.stats[:exporters] until one succeeds): #{describe(error)}"
       end
 
       # The drain timed out: stop the thread wherever it is (Thread#kill
@@ -240,20 +238,21 @@ module Sonde
       # A full queue means the target takes longer than a period per
       # profile: said once, since every later drop has the same cause.
       def warn_drop
-        warn "sonde: the #{kind} exporter dropped its oldest queued profile in process #{Process.pid}: its queue " \
-             "(queue_size #{settings.queue_size}) was full, the target is slower than profiles are made " \
-             "(later drops are counted in Sonde.stats[:exporters])"
-      rescue StandardError
-        nil
+        say "dropped its oldest queued profile in process #{Process.pid}: its queue " \
+            "(queue_size #{settings.queue_size}) was full, the target is slower than profiles are made " \
+            "(later drops are counted in Sonde.stats[:exporters])"
       end
 
       # Profiles lost at stop or exit are the last ones, the most wanted: never silently.
       def warn_abandoned(timeout, in_flight, queued)
-        warn "sonde: the #{kind} exporter had not finished within #{timeout} s of shutdown in process " \
-             "#{Process.pid}: #{in_flight} profile in flight failed, #{queued} queued dropped " \
-             "(#{@stats[:exported]} exported before)"
+        say "had not finished within #{timeout} s of shutdown in process #{Process.pid}: " \
+            "#{in_flight} profile in flight failed, #{queued} queued dropped (#{@stats[:exported]} exported before)"
+      end
+
+      def say(what)
+        warn "sonde: the #{kind} exporter #{what}"
       rescue StandardError
-        nil
+        nil # a closed or broken $stderr must not reach the application or the exporter's thread
       end
 
       def describe(error)
