@@ -82,7 +82,7 @@ if profiled == "sonde"
   facts[:stats] = profile.stats.select do |key, _|
     %i[samples idle_samples cpu_samples thread_samples dropped_samples threads_tracked cpu_timer_failures
        cpu_timer_signals unattributed_cpu_samples inconsistent_stacks captures_dropped pacing_delayed_ticks
-       sampling_time_ns_avg sampling_time_ns_max threads_ended cpu_remainder_samples cpu_remainder_ns ended_threads_merged teardown_cpu_threads teardown_cpu_ns native_exit_cpu_ns].include?(key)
+       sampling_time_ns_avg sampling_time_ns_max threads_ended cpu_remainder_samples cpu_remainder_ns ended_threads_merged teardown_cpu_threads teardown_cpu_ns native_exit_cpu_ns timeline_samples].include?(key)
   end
 else
   facts[:process_cpu_s] = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu_before
