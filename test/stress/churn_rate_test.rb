@@ -53,6 +53,12 @@ class ChurnRateTest < Minitest::Test
   # the measured medians are recorded (medians of three pairs, last runs:
   # 3.1 0.82, 0.83; 3.3 0.97, 0.76; 3.4 0.91, 0.75; single pairs 0.29-2.26).
   MIN_RATE_RATIO = 0.35
+  # Passes over the ticks asked (100 Hz), lowest accepted: before the fixes,
+  # 10 in 5 s (0.02). A tick whose signal lands on a thread that ends before
+  # it checks its interrupts waits for the next tick's, so the share falls as
+  # the churn speeds up: 0.36-0.85 on 3.1 at 50,000-75,000 threads a second
+  # with Sonde, 0.65-0.76 on 3.3 and 3.4.
+  MIN_PASS_SHARE = 0.25
 
   def seconds
     SondeStress.size("2", "5")
@@ -95,8 +101,8 @@ class ChurnRateTest < Minitest::Test
     end
     assert_operator median(rate_ratios), :>=, MIN_RATE_RATIO, "Ruby #{version}: threads/s with Sonde over without #{rate_ratios}"
     results.each do |_, sonde|
-      # Passes come at the rate (100 Hz): before the fixes, 10 in 5 s.
-      assert_operator sonde["stats"]["samples"], :>=, 0.4 * 100 * sonde["seconds"], "Ruby #{version}: passes #{details}"
+      assert_operator sonde["stats"]["samples"], :>=, MIN_PASS_SHARE * 100 * sonde["seconds"],
+                      "Ruby #{version}: passes #{details}"
       assert_equal 0, sonde["stats"]["cpu_timer_failures"], "Ruby #{version}: #{details}"
       assert_equal 0, sonde["stats"]["timeline_samples"], "Ruby #{version}: SONDE_TIMELINE=false not applied"
     end
