@@ -31,6 +31,12 @@ struct capture_buffer {
   uint64_t sequence;  // atomic
   uint64_t published; // atomic
   uint64_t drops;     // atomic
+  // Atomic: no slot at or above it was ever claimed. Handlers take the
+  // lowest free slot, so a few slots near the start are in use at a time
+  // and a drain or a mark looks at those only, not at every slot: the
+  // consumer drains at each thread's end too, thousands of times a second
+  // under thread churn.
+  uint32_t claimed_below;
 };
 
 capture_buffer *capture_buffer_new(uint32_t slot_count, uint32_t frame_capacity) {
@@ -80,6 +86,11 @@ capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
     uint32_t expected = SLOT_FREE;
     if (shared_load_relaxed(&buffer->states[i]) != SLOT_FREE) continue;
     if (shared_cas_acquire(&buffer->states[i], &expected, SLOT_WRITING)) {
+      // Raised before the slot can be published: a drain that sees the
+      // slot published sees the bound that covers it.
+      uint32_t below = shared_load_relaxed(&buffer->claimed_below);
+      while (below <= i && !shared_cas_release(&buffer->claimed_below, &below, i + 1)) {
+      }
       capture *slot = &buffer->slots[i];
       slot->kind = 0;
       slot->flags = 0;
@@ -112,9 +123,15 @@ uint64_t capture_buffer_next_sequence_signal_safe(capture_buffer *buffer) {
   return shared_add_then_load_relaxed(&buffer->sequence, 1);
 }
 
+static uint32_t slots_ever_claimed(const capture_buffer *buffer) {
+  uint32_t below = shared_load_acquire(&buffer->claimed_below);
+  return below < buffer->slot_count ? below : buffer->slot_count;
+}
+
 uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, void *data) {
   uint32_t count = 0;
-  for (uint32_t i = 0; i < buffer->slot_count; i++) {
+  uint32_t claimed = slots_ever_claimed(buffer);
+  for (uint32_t i = 0; i < claimed; i++) {
     uint32_t expected = SLOT_PUBLISHED;
     if (shared_load_relaxed(&buffer->states[i]) != SLOT_PUBLISHED) continue;
     if (shared_cas_acquire(&buffer->states[i], &expected, SLOT_READING)) {
@@ -145,7 +162,8 @@ uint32_t capture_buffer_drain(capture_buffer *buffer, capture_visitor *visit, vo
 
 void capture_buffer_each_published(const capture_buffer *buffer, void (*visit)(const capture *slot, void *data),
                                    void *data) {
-  for (uint32_t i = 0; i < buffer->slot_count; i++) {
+  uint32_t claimed = slots_ever_claimed(buffer);
+  for (uint32_t i = 0; i < claimed; i++) {
     uint32_t state = shared_load_acquire(&buffer->states[i]);
     if (state == SLOT_PUBLISHED || state == SLOT_READING) visit(&buffer->slots[i], data);
   }

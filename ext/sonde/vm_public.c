@@ -124,12 +124,21 @@ static uint64_t recent_exit_count;
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
 
+// This process's id, which records carry to tell this process's from a
+// forked parent's: read where getpid() was, a system call each time
+// (glibc keeps no cache), about six times for each thread that starts and
+// ends. Set at init and in a forked child (vm_forget_after_fork, from
+// pthread_atfork: before any of the child's hooks or Ruby code run).
+static pid_t process_id;
+
+static pid_t this_process(void) { return shared_load_relaxed(&process_id); }
+
 static thread_record *new_record(pthread_t pthread, pid_t tid, gvl_event event) {
   thread_record *record = calloc(1, sizeof(*record));
   if (record == NULL) return NULL;
   record->pthread = pthread;
   record->tid = tid;
-  record->pid = getpid();
+  record->pid = this_process();
   record->last_event = event;
   record->since_ns = clocks_monotonic_ns();
   return record;
@@ -256,7 +265,7 @@ size_t vm_recently_exited_tids(int64_t *tids, size_t max) {
 
 void vm_note_current_thread_end_cpu(int64_t cpu_ns) {
   thread_record *record = rb_internal_thread_specific_get(rb_thread_current(), record_key);
-  if (record != NULL && record->pid == getpid()) shared_store_relaxed(&record->end_cpu_ns, cpu_ns);
+  if (record != NULL && record->pid == this_process()) shared_store_relaxed(&record->end_cpu_ns, cpu_ns);
 }
 
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
@@ -460,7 +469,7 @@ static VALUE registry_end_hook = Qnil;
 
 static thread_record *record_of_this_process(VALUE thread) {
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
-  return record != NULL && record->pid == getpid() ? record : NULL;
+  return record != NULL && record->pid == this_process() ? record : NULL;
 }
 
 static long registry_index_of(VALUE thread) {
@@ -525,7 +534,7 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
 static void on_thread_begin(VALUE tracepoint, void *unused) {
   if (!vm_on_main_ractor()) return;
   VALUE thread = rb_thread_current();
-  record_of_current_thread(thread, getpid());
+  record_of_current_thread(thread, this_process());
   registry_add(thread, Qnil); // a thread is named after it starts, through Thread#name=
 }
 
@@ -543,7 +552,7 @@ void vm_begin_run(void) {
   registry = rb_ary_new();
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
   VALUE current = rb_thread_current();
-  pid_t pid = getpid();
+  pid_t pid = this_process();
   for (long i = 0; i < RARRAY_LEN(threads); i++) {
     VALUE thread = RARRAY_AREF(threads, i);
     thread_record *record = rb_internal_thread_specific_get(thread, record_key);
@@ -642,7 +651,7 @@ static bool has_run(const thread_record *record) { return record->pthread != 0; 
 void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
   if (NIL_P(registry)) return;
   VALUE current = rb_thread_current(), main_thread = rb_thread_main();
-  pid_t pid = getpid();
+  pid_t pid = this_process();
   // Visits copy what they need: the registry may shrink below, never under a visit.
   for (long i = 0; i < RARRAY_LEN(registry);) {
     VALUE thread = RARRAY_AREF(registry, i);
@@ -663,7 +672,7 @@ void vm_each_thread(int64_t now_ns, vm_thread_visitor visit, void *data) {
 
 bool vm_current_thread_info(vm_thread_info *info) {
   VALUE thread = rb_thread_current();
-  thread_record *record = record_of_current_thread(thread, getpid());
+  thread_record *record = record_of_current_thread(thread, this_process());
   if (record == NULL || record->tid == 0) return false;
   describe_thread(thread, record, registered_name(thread), rb_thread_main(), clocks_monotonic_ns(), info);
   return true;
@@ -671,7 +680,7 @@ bool vm_current_thread_info(vm_thread_info *info) {
 
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
-  if (record == NULL || record->tid == 0 || record->pid != getpid()) return false;
+  if (record == NULL || record->tid == 0 || record->pid != this_process()) return false;
   describe_thread(thread, record, registered_name(thread), rb_thread_main(), clocks_monotonic_ns(), info);
   return true;
 }
@@ -695,6 +704,7 @@ static int depth_count_busy;
 // A handler of another thread may have held the scratch at the fork.
 // The parent's ended threads' CPU is the parent's.
 void vm_forget_after_fork(void) {
+  shared_store_relaxed(&process_id, getpid());
   shared_store_release(&depth_count_busy, 0);
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
@@ -937,10 +947,11 @@ void vm_init(void) {
   VALUE name_tracker = rb_define_module_under(sonde, "ThreadNameTracker");
   rb_define_method(name_tracker, "name=", thread_name_set, 1);
   rb_prepend_module(rb_cThread, name_tracker);
+  shared_store_relaxed(&process_id, getpid());
   record_key = rb_internal_thread_specific_key_create(); // raises ThreadError when Ruby has no key left
   rb_internal_thread_add_event_hook(on_thread_event_without_gvl,
                                     RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED |
                                         RUBY_INTERNAL_THREAD_EVENT_SUSPENDED | RUBY_INTERNAL_THREAD_EVENT_EXITED,
                                     NULL);
-  record_of_current_thread(rb_thread_current(), getpid());
+  record_of_current_thread(rb_thread_current(), this_process());
 }

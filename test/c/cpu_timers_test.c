@@ -212,6 +212,9 @@ static void test_a_gone_thread_and_a_refusing_kernel(void) {
   // No such thread: its clock cannot be made.
   CHECK_EQ_INT(cpu_timers_arm(timers, 0x7ffffff0, NULL, -1, &ref), CPU_TIMER_THREAD_GONE);
   CHECK(ref == 0);
+  // Counted from birth, the clock is not read first: the kernel refuses the timer.
+  CHECK_EQ_INT(cpu_timers_arm(timers, 0x7ffffff0, NULL, 0, &ref), CPU_TIMER_THREAD_GONE);
+  CHECK(ref == 0);
   cpu_timers *refusing = cpu_timers_new(INTERVAL_NS, 42);
   cpu_timers_fail_creation_for_testing(refusing, EAGAIN);
   CHECK_EQ_INT(cpu_timers_arm(refusing, (pid_t)syscall(SYS_gettid), NULL, -1, &ref), CPU_TIMER_REFUSED);
@@ -244,6 +247,27 @@ static void test_disarm_all_closes(void) {
   cpu_timers_free(closing);
 }
 
+// Records are found from a cursor rather than from the first one (thread
+// churn retires most of them between two recyclings); records recycled
+// below the cursor must be found again rather than a chunk added.
+static void test_retired_records_are_reused(void) {
+  cpu_timers *churning = cpu_timers_new(INTERVAL_NS, 9);
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  enum { CHUNK = 256 }; // cpu_timers.c's CHUNK_SIZE
+  cpu_timer_ref refs[CHUNK];
+  for (int i = 0; i < CHUNK; i++) CHECK_EQ_INT(cpu_timers_arm(churning, tid, NULL, -1, &refs[i]), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(refs[CHUNK - 1] >> 32, CHUNK - 1);
+  for (int i = 0; i < CHUNK; i++) cpu_timers_disarm(churning, refs[i]);
+  // The first chunk is all retired: they are recycled, the first one taken.
+  cpu_timer_ref ref;
+  CHECK_EQ_INT(cpu_timers_arm(churning, tid, NULL, -1, &ref), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(ref >> 32, 0);
+  CHECK_EQ_INT(cpu_timers_arm(churning, tid, NULL, -1, &refs[0]), CPU_TIMER_ARMED);
+  CHECK_EQ_INT(refs[0] >> 32, 1);
+  cpu_timers_disarm_all(churning);
+  cpu_timers_free(churning);
+}
+
 static void test_a_signal_from_elsewhere_is_not_ours(void) {
   siginfo_t info;
   memset(&info, 0, sizeof(info));
@@ -270,6 +294,7 @@ int main(void) {
   test_an_idle_thread_gets_no_signal();
   test_a_gone_thread_and_a_refusing_kernel();
   test_disarm_all_closes();
+  test_retired_records_are_reused();
   test_a_signal_from_elsewhere_is_not_ours();
   cpu_timers_disarm_all(timers);
   // A queued signal of a deleted timer may still arrive: let it, then free.
