@@ -1,29 +1,40 @@
 # frozen_string_literal: true
 
 # What each profiler's sampling costs the cpu workload, counted rather than
-# timed: the workload runs under `perf record` (the kernel's CPU clock, every
-# thread, kernel stacks included) once per profiler and rate, and a perf
-# sample is the profiler's cost when it ran
+# timed, side by side: Sonde, StackProf's cpu mode, Datadog's profiler, and
+# on Ruby 3.3 Vernier and pf2, each started by the benchmark's profiler hook
+# with the options bench/RESULTS.md's "Profilers compared" lists. The
+# workload runs under `perf record` (the kernel's CPU clock, every thread,
+# kernel stacks included) once per Ruby, profiler and rate, and a perf
+# sample of the Ruby process is the profiler's cost when it ran
 #
-#   - in the profiler's native code (its library anywhere on the stack:
+#   - in the profiler's native code (its libraries anywhere on the stack:
 #     signal handler, postponed job, sampling pass, and whatever Ruby or
 #     libc code those called),
-#   - on one of the profiler's own threads (Sonde's sonde-* threads), or
+#   - on one of the profiler's own threads (by the name Linux gives it), or
 #   - in the kernel delivering or returning from a signal, or firing the
 #     CPU timers that send them (the same kernel functions for StackProf's
-#     ITIMER_PROF and Sonde's per-thread timers).
+#     ITIMER_PROF and the per-thread timers of Sonde, Datadog and pf2).
 #
-# Timing whole runs on this machine moves by more than the 0.5% the target
+# Timing whole runs on this machine moves by more than the 0.3% the target
 # is about (bench/RESULTS.md's A/A rows); a count of where the CPU went
 # does not depend on how fast the machine was at the time. It leaves out
 # what a profiler does to the rest of the program (caches, an allocation
 # slow path), which the timed benchmarks see.
 #
-#   ruby bench/cpu_cost_perf.rb [REPEATS]     (rake bench:cpu_perf)
+#   ruby bench/cpu_cost_perf.rb [REPEATS]                      (rake bench:cpu_perf; REPEATS=3)
+#   SONDE_BENCH_RUBIES=3.1,3.3 ruby bench/cpu_cost_perf.rb     also on 3.3 (rake bench:cpu_perf does both)
 #
-# Prints a Markdown table per rate: each profiler's share of the process's
-# CPU samples, median over REPEATS runs (default 3), and Sonde's minus
-# StackProf's against the +0.5% target at 100 Hz.
+# On 3.3 perf runs on the host and records script/ruby33 and the chroot's
+# Ruby below it: perf reads the chroot's libraries through --symfs (a
+# folder that mirrors the chroot, with the project's own path, which the
+# chroot bind-mounts, pointing at the host's), and only the Ruby process's
+# samples count (not the wrapper's shell, chroot or env before it).
+#
+# Prints a Markdown table per Ruby and rate: each profiler's share of the
+# process's CPU samples, median over REPEATS runs, and Sonde's minus
+# StackProf's against the +0.3% target at 100 Hz (issue 24).
+require "fileutils"
 require "open3"
 require "tmpdir"
 require_relative "support/child"
@@ -38,9 +49,14 @@ module SondeBench
     # without frame pointers, and the user part of a stack must reach the
     # profiler's library from whatever Ruby or libc function it called.
     CALL_GRAPH = "dwarf,8192"
+    # Each profiler's shared objects (perf's dso, a path) and the names of
+    # the threads it starts (Linux keeps 15 bytes of a name).
     PROFILERS = {
       "sonde" => { library: /sonde_native/, thread: /\Asonde-/ },
-      "stackprof-cpu" => { library: /stackprof\.so/, thread: nil }
+      "stackprof-cpu" => { library: /stackprof\.so/, thread: nil },
+      "datadog" => { library: /datadog_profiling_native_extension|libdatadog_profiling/, thread: /\ADatadog::/ },
+      "vernier" => { library: %r{/vernier\.so\z}, thread: nil },
+      "pf2" => { library: %r{/pf2\.so\z}, thread: nil }
     }.freeze
     # Kernel functions of signal delivery and of the CPU timers that send
     # the signals, on the thread they interrupt.
@@ -49,23 +65,34 @@ module SondeBench
                       posix_timer_event|send_sigqueue|__send_signal_locked|__send_signal|complete_signal|
                       signal_wake_up_state|cpu_timer_fire)\z/x.freeze
     SIGNAL_TRAMPOLINE = /\A__restore_rt\z/.freeze
-    TARGET_POINTS = 0.5
+    # The Ruby process's main thread; under another name it is a command
+    # that ran as that process before it became Ruby (perf's own child,
+    # script/ruby33's shell, chroot, env).
+    RUBY_MAIN_THREAD = /\Aruby/.freeze
+    CHROOT33 = ENV.fetch("SONDE_RUBY33_CHROOT", "/var/cache/sonde/trixie-ruby33")
+    TARGET_POINTS = 0.3
     RATES = [100, 1000].freeze
     SCALE = 3.0
 
-    def initialize(repeats:)
+    def initialize(repeats:, rubies:)
       @repeats = repeats
+      @rubies = rubies
       @shares = Hash.new { |hash, key| hash[key] = [] }
     end
 
     def run
-      abort "perf is not installed (apt-get install linux-perf)" unless perf_available?
+      abort "perf is not installed (apt-get install linux-perf)" unless SelfProfile.available?
       Dir.mktmpdir("sonde-cpu-cost-perf", File.join(Child::ROOT, "tmp")) do |dir|
         child = Child.new(dir)
+        @symfs = symfs(dir) unless @rubies.all?(&:host)
+        @missing = @rubies.to_h { |ruby| [ruby.series, missing_profilers(ruby, File.join(dir, "lib"))] }
+        runs = @rubies.flat_map do |ruby|
+          RATES.product(PROFILERS.keys - @missing[ruby.series].keys).map { |rate, profiler| [ruby, rate, profiler] }
+        end
         random = Random.new(1)
         @repeats.times do |repeat|
-          RATES.product(PROFILERS.keys).shuffle(random: random).each do |rate, profiler|
-            @shares[[profiler, rate]] << measure(child, dir, profiler, rate)
+          runs.shuffle(random: random).each do |ruby, rate, profiler|
+            @shares[[ruby.series, profiler, rate]] << measure(child, dir, ruby, profiler, rate)
           end
           $stderr.print "\rrepeat #{repeat + 1}/#{@repeats}"
         end
@@ -76,21 +103,40 @@ module SondeBench
 
     private
 
-    def perf_available?
-      _out, _err, status = Open3.capture3("perf", "--version")
-      status.success?
-    rescue SystemCallError
-      false
+    # { profiler => why it cannot run on ruby } for those that cannot.
+    def missing_profilers(ruby, lib)
+      PROFILERS.keys.filter_map do |profiler|
+        reason = ruby.unavailable_reason(profiler, lib)
+        [profiler, reason] if reason
+      end.to_h
     end
 
-    # One run: the profiler's share of the process's perf samples, split
-    # into [in its code or threads, in the kernel's signal delivery].
-    def measure(child, dir, profiler, rate)
+    # A folder perf reads the chroot's files through: the chroot's top
+    # level, but for the project's top folder, which is the host's (the
+    # chroot bind-mounts the project at the same path).
+    def symfs(dir)
+      symfs = File.join(dir, "symfs")
+      FileUtils.mkdir_p(symfs)
+      project_top = Child::ROOT.split("/")[1]
+      Dir.children(CHROOT33).each do |entry|
+        File.symlink(File.join(CHROOT33, entry), File.join(symfs, entry)) unless entry == project_top
+      end
+      File.symlink("/#{project_top}", File.join(symfs, project_top))
+      symfs
+    end
+
+    # One run: the profiler's share of the Ruby process's perf samples,
+    # split into [in its code or threads, in the kernel's signal delivery].
+    # --no-buildid: perf would read build ids from the host's files at the
+    # chroot's paths, and then refuse the chroot's own libraries.
+    def measure(child, dir, ruby, profiler, rate)
       data = File.join(dir, "cost.perf.data")
-      perf = ["perf", "record", "-q", "-e", "cpu-clock", "-F", PERF_FREQUENCY_HZ.to_s, "-m", PERF_BUFFER_PAGES.to_s,
-              "--call-graph", CALL_GRAPH, "-o", data, "--"]
-      result = child.run("cpu", profiler: profiler, rate: rate, scale: SCALE, prefix: perf)
-      script, err, status = Open3.capture3("perf", "script", "-i", data, "--no-inline", "-F", "comm,tid,ip,sym,dso")
+      perf = ["perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", PERF_FREQUENCY_HZ.to_s, "-m",
+              PERF_BUFFER_PAGES.to_s, "--call-graph", CALL_GRAPH, "-o", data, "--"]
+      result = child.run("cpu", profiler: profiler, rate: rate, scale: SCALE, ruby: ruby, prefix: perf)
+      paths = ruby.host ? [] : ["--symfs=#{@symfs}", "--kallsyms=/proc/kallsyms"]
+      script, err, status = Open3.capture3("perf", "script", "-i", data, *paths, "--no-inline", "-F",
+                                           "comm,pid,tid,ip,sym,dso")
       raise Child::Failure, "perf script failed: #{err.lines.last}" unless status.success?
 
       count(script, PROFILERS.fetch(profiler)).merge(taken: samples_taken(profiler, result.hook), cpu_s: result.cpu_s)
@@ -100,19 +146,31 @@ module SondeBench
 
     # What the profiler took for that cost: Sonde's CPU samples (one per
     # interval of a thread's CPU clock) and sampling passes (one per wall
-    # tick, every thread), StackProf's samples (one per ITIMER_PROF signal).
+    # tick, every thread), Datadog's samples and the CPU-clock ones among
+    # them, the others' samples.
     def samples_taken(profiler, hook)
-      return { samples: hook.fetch("samples") } unless profiler == "sonde"
-
-      stats = hook.fetch("stats")
-      { cpu_samples: stats.fetch("cpu_samples"), passes: stats.fetch("samples") }
+      case profiler
+      when "sonde"
+        stats = hook.fetch("stats")
+        { cpu_samples: stats.fetch("cpu_samples"), passes: stats.fetch("samples") }
+      when "datadog"
+        { samples: hook.fetch("samples"), cpu_samples: hook.fetch("cpu_samples") }
+      else
+        { samples: hook.fetch("samples") }
+      end
     end
 
     def count(script, profiler)
+      samples = []
+      SelfProfile.each_sample(script) { |thread_name, frames, pid, tid| samples << [thread_name, frames, pid, tid] }
+      ruby_pid = samples.map { |_name, _frames, pid, _tid| pid }.tally.max_by(&:last)&.first
       total = 0
       own = 0
       kernel = 0
-      SelfProfile.each_sample(script) do |thread_name, frames|
+      samples.each do |thread_name, frames, pid, tid|
+        next unless pid == ruby_pid
+        next if tid == pid && !thread_name.match?(RUBY_MAIN_THREAD)
+
         total += 1
         if (profiler[:thread] && thread_name.match?(profiler[:thread])) ||
            frames.any? { |_name, dso| dso.match?(profiler[:library]) }
@@ -121,34 +179,48 @@ module SondeBench
           kernel += 1
         end
       end
-      raise Child::Failure, "perf recorded no samples" if total.zero?
+      raise Child::Failure, "perf recorded no samples of the Ruby process" if total.zero?
 
       { own: own.fdiv(total), kernel: kernel.fdiv(total), samples: total }
     end
 
     def report
-      puts "cpu workload (scale #{SCALE}), #{@repeats} run(s) per profiler and rate, under `perf record -e cpu-clock " \
-           "-F #{PERF_FREQUENCY_HZ} --call-graph #{CALL_GRAPH}`; shares of the process's CPU samples, median over runs"
-      RATES.each do |rate|
+      puts "cpu workload (scale #{SCALE}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
+           "under `perf record -e cpu-clock -F #{PERF_FREQUENCY_HZ} --call-graph #{CALL_GRAPH}`; shares of the " \
+           "Ruby process's CPU samples, median over runs, each run's total in brackets; load average " \
+           "#{File.read("/proc/loadavg").split.first(3).join(" ")} at the end"
+      @rubies.each do |ruby|
         puts
-        puts "| #{rate} Hz | in its code or threads | in the kernel's signal delivery | total (each run) | " \
-             "perf samples per run | what it took, per CPU second |"
-        puts "|---|---|---|---|---|---|"
-        totals = PROFILERS.keys.to_h do |profiler|
-          runs = @shares[[profiler, rate]]
-          total = median(runs.map { |run| run[:own] + run[:kernel] })
-          puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |", profiler, median(runs.map { |run| run[:own] }) * 100,
-                      median(runs.map { |run| run[:kernel] }) * 100, total * 100,
-                      runs.map { |run| format("%.2f", (run[:own] + run[:kernel]) * 100) }.join(", "),
-                      median(runs.map { |run| run[:samples] }), taken_text(runs))
-          [profiler, total]
-        end
-        difference = (totals.fetch("sonde") - totals.fetch("stackprof-cpu")) * 100
-        verdict = rate == 100 ? (difference <= TARGET_POINTS ? "met" : "NOT met") : "for reference"
+        puts "## #{ruby.name}: #{ruby.description}"
+        RATES.each { |rate| report_rate(ruby, rate) }
+        next if @missing[ruby.series].empty?
+
         puts
-        puts format("Sonde - StackProf at %d Hz: %+.2f%% of the process's CPU (target <= +%.1f%% at 100 Hz): %s",
-                    rate, difference, TARGET_POINTS, verdict)
+        @missing[ruby.series].each { |profiler, reason| puts "- #{profiler}: not available: #{reason}" }
       end
+    end
+
+    def report_rate(ruby, rate)
+      puts
+      puts "| #{ruby.name}, #{rate} Hz | in its code or threads | in the kernel's signal delivery | total (each run) | " \
+           "perf samples per run | what it took, per CPU second |"
+      puts "|---|---|---|---|---|---|"
+      totals = (PROFILERS.keys - @missing[ruby.series].keys).to_h do |profiler|
+        runs = @shares[[ruby.series, profiler, rate]]
+        total = median(runs.map { |run| run[:own] + run[:kernel] })
+        puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |", profiler, median(runs.map { |run| run[:own] }) * 100,
+                    median(runs.map { |run| run[:kernel] }) * 100, total * 100,
+                    runs.map { |run| format("%.2f", (run[:own] + run[:kernel]) * 100) }.join(", "),
+                    median(runs.map { |run| run[:samples] }), taken_text(runs))
+        [profiler, total]
+      end
+      return unless totals.key?("sonde") && totals.key?("stackprof-cpu")
+
+      difference = (totals.fetch("sonde") - totals.fetch("stackprof-cpu")) * 100
+      verdict = rate == 100 ? (difference <= TARGET_POINTS ? "met" : "NOT met") : "for reference"
+      puts
+      puts format("Sonde - StackProf on %s at %d Hz: %+.2f%% of the process's CPU (target <= +%.1f%% at 100 Hz): %s",
+                  ruby.name, rate, difference, TARGET_POINTS, verdict)
     end
 
     def taken_text(runs)
@@ -165,4 +237,10 @@ module SondeBench
   end
 end
 
-SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3"))).run if $PROGRAM_NAME == __FILE__
+if $PROGRAM_NAME == __FILE__
+  rubies = SondeBench::RubyTarget.for(ENV.fetch("SONDE_BENCH_RUBIES", SondeBench::Peers.ruby_series)
+                                         .sub("host", SondeBench::Peers.ruby_series))
+  missing = rubies.reject(&:available?)
+  abort missing.map(&:reason).join("\n") unless missing.empty?
+  SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3")), rubies: rubies).run
+end

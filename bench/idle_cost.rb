@@ -1,101 +1,94 @@
 # frozen_string_literal: true
 
-# What an idle process costs: a process whose main thread and N more
-# threads sleep, with no profiler, with Sonde at 100 Hz (cpu and wall, the
-# default), and with StackProf's wall mode at 100 Hz where it is installed
-# (Debian's ruby-stackprof). Most of a fleet waits (Puma and Sidekiq
-# threads in IO.select, Queue#pop, sleep): this is what it pays for
-# profiling while it does.
+# What an idle process costs under each profiler, side by side: a process
+# whose main thread and N more threads sleep, with no profiler (twice: the
+# second column, "none (A/A)", is the noise), Sonde, StackProf's wall mode,
+# Datadog's profiler, and on Ruby 3.3+ Vernier and pf2, all at 100 Hz. Most
+# of a fleet waits (Puma and Sidekiq threads in IO.select, Queue#pop,
+# sleep): this is what it pays for profiling while it does.
 #
-#   ruby bench/idle_cost.rb [ROUNDS] [SECONDS]   (rake bench:idle; ROUNDS=5, SECONDS=4)
-#   script/ruby 3.4 ruby bench/idle_cost.rb      on another Ruby (after script/ruby 3.4 rake compile)
+#   ruby bench/idle_cost.rb [ROUNDS] [SECONDS]     (rake bench:idle; ROUNDS=5, SECONDS=4)
+#   SONDE_BENCH_RUBIES=3.1,3.3 ruby bench/idle_cost.rb   also on 3.3 (script/ruby33; rake bench:idle does both)
 #
-# Each child starts its threads and the profiler, lets half a second pass
-# (start-up is bench/startup_cost.rb's question), then reads its own
-# process CPU clock (user + sys of every thread, the profiler's own
-# included) over SECONDS of wall time. Each round runs every (threads,
-# profiler) pair once, in a shuffled order; printed are the median over
-# rounds of CPU per wall second, with the lowest and highest, and for Sonde
-# its passes (samples) per second over the window. Writes a markdown table
+# Each profiler is started by the benchmark's profiler hook
+# (support/profiler_hook.rb, hooks/), with the options bench/RESULTS.md's
+# "Profilers compared" lists, and the peers load from their own folders
+# (support/peers.rb; `rake bench:peers` installs them). A profiler that is
+# not installed or not supported on a Ruby is listed under its table as not
+# available, with the reason. The child (workloads/idle.rb) lets half a
+# second pass (start-up is bench/startup_cost.rb's question), then reads
+# its process CPU clock (user + sys of every thread, the profiler's own
+# included) over SECONDS of wall time. Each round runs every (Ruby,
+# threads, profiler) triple once, in a shuffled order; printed are the
+# median over rounds of CPU per wall second, with the lowest and highest,
+# and Sonde's passes (samples) per second over the window. Writes markdown
 # to stdout and to bench/IDLE_RESULTS.md (or $SONDE_BENCH_IDLE_RESULTS).
-require "json"
-require "open3"
-require "rbconfig"
+require "tmpdir"
+require_relative "support/child"
+require_relative "support/rubies"
 
 module SondeBench
   class IdleCost
-    ROOT = File.expand_path("..", __dir__)
-    LIB = File.join(ROOT, "lib")
+    ROOT = Child::ROOT
+    SCRIPT = File.join(__dir__, "workloads", "idle.rb")
     THREAD_COUNTS = [0, 8, 32, 128].freeze
     RATE = 100
     WARMUP_SECONDS = 0.5
-
-    PROFILERS = {
-      "none" => { setup: "", start: "", stop: "" },
-      "Sonde" => {
-        setup: "require 'sonde'",
-        start: "Sonde.start(rate: #{RATE})",
-        stop: "stats = Sonde.stats; Sonde.stop; passes = stats[:samples]",
-      },
-      "StackProf wall" => {
-        setup: "require 'stackprof'",
-        start: "StackProf.start(mode: :wall, interval: #{1_000_000 / RATE})",
-        stop: "StackProf.stop",
-      },
+    # Column => the profiler hook's name for it.
+    COLUMNS = {
+      "none" => "none",
+      "none (A/A)" => "none",
+      "Sonde" => "sonde",
+      "StackProf wall" => "stackprof-wall",
+      "Datadog" => "datadog",
+      "Vernier" => "vernier",
+      "pf2" => "pf2"
     }.freeze
 
-    def initialize(rounds:, seconds:)
+    def initialize(rounds:, seconds:, rubies:)
       @rounds = rounds
       @seconds = seconds
+      @rubies = rubies
       @random = Random.new(1)
       @results = Hash.new { |hash, key| hash[key] = [] }
     end
 
     def run
-      profilers = PROFILERS.select { |name, _| available?(name) }
-      pairs = THREAD_COUNTS.product(profilers.keys)
-      @rounds.times do |round|
-        pairs.shuffle(random: @random).each { |threads, profiler| @results[[threads, profiler]] << child(threads, profiler) }
-        $stderr.print "\rround #{round + 1}/#{@rounds}"
+      Dir.mktmpdir("sonde-idle-cost", File.join(ROOT, "tmp")) do |dir|
+        @commit = commit
+        child = Child.new(dir)
+        lib = File.join(dir, "lib")
+        @missing = @rubies.to_h { |ruby| [ruby.series, missing_columns(ruby, lib)] }
+        triples = @rubies.flat_map do |ruby|
+          THREAD_COUNTS.product(COLUMNS.keys - @missing[ruby.series].keys).map { |threads, column| [ruby, threads, column] }
+        end
+        @rounds.times do |round|
+          triples.shuffle(random: @random).each do |ruby, threads, column|
+            @results[[ruby.series, threads, column]] << measure(child, ruby, threads, column)
+          end
+          $stderr.print "\rround #{round + 1}/#{@rounds}"
+        end
+        $stderr.puts
       end
-      $stderr.puts
-      report(profilers.keys, PROFILERS.keys - profilers.keys)
+      report
     end
 
     private
 
-    def available?(profiler)
-      _out, _err, status = Open3.capture3(RbConfig.ruby, "-I#{LIB}", "-e", PROFILERS.fetch(profiler)[:setup])
-      status.success?
+    # { column => why it cannot run on ruby } for the columns that cannot.
+    def missing_columns(ruby, lib)
+      COLUMNS.filter_map do |column, profiler|
+        reason = ruby.unavailable_reason(profiler, lib)
+        [column, reason] if reason
+      end.to_h
     end
 
-    def script(threads, profiler)
-      parts = PROFILERS.fetch(profiler)
-      <<~RUBY
-        #{parts[:setup]}
-        passes = nil
-        ready = Queue.new
-        sleepers = Array.new(#{threads}) { Thread.new { ready << true; sleep } }
-        #{threads}.times { ready.pop }
-        #{parts[:start]}
-        sleep #{WARMUP_SECONDS}
-        wall = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
-        before = defined?(Sonde) && Sonde.running? ? Sonde.stats[:samples] : nil
-        sleep #{@seconds}
-        cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu
-        wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - wall
-        #{parts[:stop]}
-        puts JSON.generate("cpu" => cpu, "wall" => wall, "passes" => passes && before && passes - before)
-      RUBY
-    end
-
-    def child(threads, profiler)
-      stdout, stderr, status = Open3.capture3(RbConfig.ruby, "-I#{LIB}", "-rjson", "-e", script(threads, profiler))
-      raise "#{profiler} with #{threads} threads failed: #{stderr}" unless status.success?
-
-      facts = JSON.parse(stdout.lines.last)
-      { share: facts["cpu"] / facts["wall"], passes_per_second: facts["passes"]&.fdiv(facts["wall"]) }
+    def measure(child, ruby, threads, column)
+      facts, _hook = child.run_script(SCRIPT, [threads, WARMUP_SECONDS, @seconds].map(&:to_s),
+                                      profiler: COLUMNS.fetch(column), rate: RATE, ruby: ruby,
+                                      timeout_s: WARMUP_SECONDS + @seconds, profile_out: nil)
+      wall = facts.fetch("wall_s")
+      { share: facts.fetch("cpu_s") / wall, passes_per_second: facts["passes"]&.fdiv(wall) }
     end
 
     def median(values)
@@ -111,33 +104,46 @@ module SondeBench
       "#{percent(median(shares))} (#{percent(shares.min)}-#{percent(shares.max)})"
     end
 
-    # script/ruby's chroots have no git.
+    # Read as the children's copy of lib/ is taken: the tree may move on
+    # during the run.
     def commit
       out = `git -C #{ROOT} rev-parse --short HEAD 2>/dev/null`.strip
-      out.empty? ? "unknown (no git here)" : out
+      return "unknown (no git here)" if out.empty?
+
+      modified = `git -C #{ROOT} status --porcelain ext lib 2>/dev/null`.empty? ? "" : " (ext/ or lib/ modified)"
+      "#{out}#{modified}"
     rescue SystemCallError
       "unknown (no git here)"
     end
 
-    def report(profilers, missing)
-      lines = []
-      lines << "# What an idle process costs"
-      lines << ""
+    def report
+      lines = ["# What an idle process costs", ""]
       lines << "Written by `rake bench:idle` (bench/idle_cost.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC, " \
-               "#{RUBY_DESCRIPTION}, Sonde at commit #{commit}."
+               "Sonde at commit #{@commit}, load average #{File.read("/proc/loadavg").split.first(3).join(" ")} at the end."
       lines << "Process CPU (user + sys, every thread) per wall second of a process whose main thread and N more " \
                "threads sleep, over #{@seconds} s after #{WARMUP_SECONDS} s of start-up; median of #{@rounds} " \
-               "interleaved rounds (lowest-highest). Profilers at #{RATE} Hz."
-      lines << "Not installed here: #{missing.join(", ")}." unless missing.empty?
-      lines << ""
-      lines << "| sleeping threads | #{profilers.join(" | ")} | Sonde passes per second |"
-      lines << "|---|#{"---|" * profilers.size}---|"
+               "interleaved rounds (lowest-highest), every Ruby, thread count and profiler shuffled in each round. " \
+               "Profilers at #{RATE} Hz, started as bench/RESULTS.md's \"Profilers compared\" says; " \
+               "\"none (A/A)\" is a second unprofiled column: its distance from \"none\" is the noise."
+      @rubies.each { |ruby| lines.concat(["", *table(ruby)]) }
+      lines.join("\n") + "\n"
+    end
+
+    def table(ruby)
+      columns = COLUMNS.keys - @missing[ruby.series].keys
+      lines = ["## #{ruby.name}: #{ruby.description}", ""]
+      lines << "| sleeping threads | #{columns.join(" | ")} | Sonde passes per second |"
+      lines << "|---|#{"---|" * columns.size}---|"
       THREAD_COUNTS.each do |threads|
-        cells = profilers.map { |profiler| cell(@results[[threads, profiler]]) }
-        passes = @results[[threads, "Sonde"]].filter_map { |run| run[:passes_per_second] }
+        cells = columns.map { |column| cell(@results[[ruby.series, threads, column]]) }
+        passes = @results[[ruby.series, threads, "Sonde"]].filter_map { |run| run[:passes_per_second] }
         lines << "| #{threads} | #{cells.join(" | ")} | #{passes.empty? ? "-" : format("%.1f", median(passes))} |"
       end
-      lines.join("\n") + "\n"
+      unless @missing[ruby.series].empty?
+        lines << ""
+        lines.concat(@missing[ruby.series].map { |column, reason| "- #{column}: not available: #{reason}" })
+      end
+      lines
     end
   end
 end
@@ -145,7 +151,11 @@ end
 if $PROGRAM_NAME == __FILE__
   rounds = Integer(ARGV.fetch(0, "5"))
   seconds = Float(ARGV.fetch(1, "4"))
-  table = SondeBench::IdleCost.new(rounds: rounds, seconds: seconds).run
+  rubies = SondeBench::RubyTarget.for(ENV.fetch("SONDE_BENCH_RUBIES", SondeBench::Peers.ruby_series)
+                                         .sub("host", SondeBench::Peers.ruby_series))
+  missing = rubies.reject(&:available?)
+  abort missing.map(&:reason).join("\n") unless missing.empty?
+  table = SondeBench::IdleCost.new(rounds: rounds, seconds: seconds, rubies: rubies).run
   puts table
   path = ENV.fetch("SONDE_BENCH_IDLE_RESULTS", File.join(SondeBench::IdleCost::ROOT, "bench", "IDLE_RESULTS.md"))
   File.write(path, table)

@@ -3,7 +3,9 @@
 # The benchmark runner: `ruby bench/run.rb` (full, writes bench/RESULTS.md),
 # `ruby bench/run.rb --smoke` (tiny, writes tmp/bench/RESULTS.smoke.md) or
 # `ruby bench/run.rb --accuracy` (the accuracy section alone, writes
-# tmp/bench/RESULTS.accuracy.md); SONDE_BENCH_RESULTS=PATH writes the report
+# tmp/bench/RESULTS.accuracy.md) or `ruby bench/run.rb --cost` (the cost of
+# a sampling pass alone, writes tmp/bench/RESULTS.cost.md);
+# SONDE_BENCH_RESULTS=PATH writes the report
 # there instead (settings.rb). Measures Sonde's overhead, sampling cost and
 # accuracy side by side with the peer profilers (StackProf, and Datadog,
 # Vernier and pf2 where install_peers.rb installed them), on this machine's
@@ -22,8 +24,8 @@ module SondeBench
   # Children's files live under the project's tmp/, which the 3.3 chroot sees.
   SCRATCH = File.expand_path("../tmp/bench", __dir__)
 
-  def self.run(smoke:, accuracy_only:)
-    settings = SondeBench.settings(smoke: smoke, accuracy_only: accuracy_only)
+  def self.run(smoke:, accuracy_only:, cost_only:)
+    settings = SondeBench.settings(smoke: smoke, accuracy_only: accuracy_only, cost_only: cost_only)
     started = Time.now
     clock = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     log = lambda do |message|
@@ -35,8 +37,12 @@ module SondeBench
       rubies = RubyTarget.for(settings.rubies)
       lineup = Lineup.new(rubies)
       log_lineup(log, rubies, lineup)
-      sections = accuracy_only ? {} : measure_overhead_and_cost(child, settings, log, lineup, dir)
-      sections[:accuracy] = Accuracy.new(child, settings, log, lineup, dir).measure
+      if cost_only
+        sections = { sample_cost: SampleCost.new(child, settings, log).measure, accuracy: nil }
+      else
+        sections = accuracy_only ? {} : measure_overhead_and_cost(child, settings, log, lineup, dir)
+        sections[:accuracy] = Accuracy.new(child, settings, log, lineup, dir).measure
+      end
       markdown = Report.new(settings: settings, rubies: rubies, lineup: lineup, started: started, finished: Time.now,
                             **sections).to_markdown
       puts markdown
@@ -77,5 +83,6 @@ module SondeBench
   end
 end
 
-exit(SondeBench.run(smoke: ARGV.include?("--smoke"), accuracy_only: ARGV.include?("--accuracy")) ? 0 : 1) if
+exit(SondeBench.run(smoke: ARGV.include?("--smoke"), accuracy_only: ARGV.include?("--accuracy"),
+                    cost_only: ARGV.include?("--cost")) ? 0 : 1) if
   $PROGRAM_NAME == __FILE__

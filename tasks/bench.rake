@@ -38,11 +38,16 @@ namespace :bench do
        ENV.fetch("RATE", "100")
   end
 
-  desc "Sonde vs StackProf cpu mode, counted under perf: each one's share of the cpu workload's CPU samples at 100 " \
-       "and 1000 Hz (REPEATS=3, ~3 min, needs perf); writes bench/CPU_COST_PERF.md or $SONDE_BENCH_CPU_COST_PERF"
-  task cpu_perf: :compile do
-    output = IO.popen([RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_cost_perf.rb"), ENV.fetch("REPEATS", "3")],
-                      &:read)
+  desc "Sonde vs StackProf cpu mode, Datadog, and on 3.3 Vernier and pf2, counted under perf: each one's share of " \
+       "the cpu workload's CPU samples at 100 and 1000 Hz, 3.1 and 3.3 (REPEATS=3, ~25 min, needs perf); " \
+       "writes bench/CPU_COST_PERF.md or $SONDE_BENCH_CPU_COST_PERF"
+  task cpu_perf: [:compile, :peers] do
+    compile_for_benchmarked_rubies
+    # Read before the run: its children load the lib/ of now, and the tree may move on meanwhile.
+    sonde = "#{`git rev-parse --short HEAD`.strip}#{`git status --porcelain ext lib`.empty? ? "" : " (ext/ or lib/ modified)"}"
+    env = { "SONDE_BENCH_RUBIES" => ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3") }
+    output = IO.popen(env, [RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_cost_perf.rb"),
+                            ENV.fetch("REPEATS", "3")], &:read)
     raise "bench/cpu_cost_perf.rb failed" unless $?.success?
 
     path = ENV.fetch("SONDE_BENCH_CPU_COST_PERF", File.expand_path("../bench/CPU_COST_PERF.md", __dir__))
@@ -50,8 +55,9 @@ namespace :bench do
       # What CPU sampling costs, counted under perf
 
       Written by `rake bench:cpu_perf` (bench/cpu_cost_perf.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC,
-      #{RUBY_DESCRIPTION}, Sonde at commit #{`git rev-parse --short HEAD`.strip}#{`git status --porcelain ext lib`.empty? ? "" : " (ext/ or lib/ modified)"}.
-      A perf sample is a profiler's cost when its native library is on the stack, it ran on one of the
+      Sonde at commit #{sonde}.
+      Each profiler is started as bench/RESULTS.md's "Profilers compared" says. A perf sample of the Ruby
+      process is a profiler's cost when one of its native libraries is on the stack, it ran on one of the
       profiler's threads, or it ran in the kernel's signal delivery or CPU-timer code; the rest of the
       process's samples are the workload's. What a profiler does to the workload's own speed (caches,
       slow paths) is not in these counts: the timed benchmarks (bench/RESULTS.md) have that, within their noise.
@@ -118,10 +124,13 @@ namespace :bench do
        *("--check" if ENV["CHECK"] == "1")
   end
 
-  desc "What an idle process costs (0, 8, 32, 128 sleeping threads; none, Sonde, StackProf wall at 100 Hz), " \
-       "interleaved rounds (ROUNDS=5 SECONDS=4, ~4 min); writes bench/IDLE_RESULTS.md or $SONDE_BENCH_IDLE_RESULTS"
-  task idle: :compile do
-    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "idle_cost.rb"), ENV.fetch("ROUNDS", "5"),
+  desc "What an idle process costs (0, 8, 32, 128 sleeping threads; none twice, Sonde, StackProf wall, Datadog, and " \
+       "on 3.3 Vernier and pf2, at 100 Hz), 3.1 and 3.3, interleaved rounds (ROUNDS=5 SECONDS=4, ~25 min); " \
+       "writes bench/IDLE_RESULTS.md or $SONDE_BENCH_IDLE_RESULTS"
+  task idle: [:compile, :peers] do
+    compile_for_benchmarked_rubies
+    env = { "SONDE_BENCH_RUBIES" => ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3") }
+    sh env, RbConfig.ruby, File.join(__dir__, "..", "bench", "idle_cost.rb"), ENV.fetch("ROUNDS", "5"),
        ENV.fetch("SECONDS", "4")
   end
 
@@ -135,6 +144,12 @@ namespace :bench do
   desc "Install the peer profilers (datadog, vernier, pf2), pinned, into tmp/peers/ruby-<version> for this Ruby and 3.3"
   task :peers do
     sh RbConfig.ruby, INSTALL_PEERS
+  end
+
+  desc "The cost of a sampling pass alone (six shapes and the Rails-worker shape, this machine's Ruby): " \
+       "writes tmp/bench/RESULTS.cost.md or $SONDE_BENCH_RESULTS"
+  task cost: :compile do
+    sh RbConfig.ruby, BENCH_RUN, "--cost"
   end
 
   desc "Accuracy alone (every profiler, both Rubies): writes tmp/bench/RESULTS.accuracy.md or $SONDE_BENCH_RESULTS"

@@ -57,7 +57,8 @@ module SondeBench
     # Runs workload (a file name in bench/workloads without .rb) on ruby (a
     # RubyTarget). seconds: run for that long instead of a fixed amount of
     # work; env: more variables for the workload; prefix: a command to run
-    # Ruby under (host only); profile_out: where the profiler writes its profile.
+    # Ruby under (on 3.3 it runs script/ruby33 and, below it, the chroot's
+    # Ruby); profile_out: where the profiler writes its profile.
     def run(workload, profiler:, rate:, scale:, ruby: RubyTarget.host, seconds: nil, env: {}, prefix: [], profile_out: nil)
       child_env = { "SONDE_BENCH_SCALE" => scale.to_s, "SONDE_BENCH_SECONDS" => seconds.to_s }.merge(env)
       output, hook = spawn_child(File.join(WORKLOADS, "#{workload}.rb"), [], profiler: profiler, rate: rate, ruby: ruby,

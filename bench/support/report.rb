@@ -10,6 +10,7 @@ require_relative "measurements"
 require_relative "accuracy_report"
 require_relative "labels_report"
 require_relative "peer_notes"
+require_relative "side_by_side_report"
 
 module SondeBench
   class Report
@@ -46,12 +47,14 @@ module SondeBench
     end
 
     def to_markdown
-      accuracy = AccuracyReport.new(@accuracy).to_markdown
+      accuracy = @accuracy && AccuracyReport.new(@accuracy).to_markdown
       return [header, PeerNotes.new(@rubies, @lineup).to_markdown, accuracy].join("\n") if @settings.accuracy_only
+      return [header, cost_table, cost_targets].join("\n") if @settings.cost_only
 
       [header, PeerNotes.new(@rubies, @lineup).to_markdown, overhead_table, gc_hook_table,
        LabelsReport.new(@labels).to_markdown, cost_table,
-       completeness_table, long_table, accuracy, targets, self_profile_section, closing_note].join("\n")
+       completeness_table, long_table, SideBySideReport.new.to_markdown, accuracy, targets, self_profile_section,
+       closing_note].join("\n")
     end
 
     private
@@ -244,7 +247,7 @@ module SondeBench
         #{rows.join("\n")}
 
         The shape of a Rails worker under Puma (`bench/workloads/puma_worker.rb`, #{@settings.cost_repeats} run(s),
-        interleaved with the rows above): #{worker.threads} threads 90-145 frames deep (synthesized from
+        interleaved with the rows above, at #{SampleCost::WORKER_RATE_HZ} Hz, Sonde's default rate): #{worker.threads} threads 90-145 frames deep (synthesized from
         distinct methods, blocks and C methods as a Rails request's layers are), 6 parked in
         `Queue#pop`, `ConditionVariable#wait`, `IO.select` (waking every 0.2 s), `sleep`, a pipe read
         and `Thread#join`, 3 serving short requests. Target: under
@@ -340,6 +343,21 @@ module SondeBench
       MD
     end
 
+    # The cost-only run's targets: what one pass costs, in the sample-cost
+    # shapes and in the Rails-worker shape.
+    def cost_targets
+      rows = [sample_cost_target, worker_pass_target]
+      <<~MD
+        ## Targets
+
+        | target | measured | met |
+        |---|---|---|
+        #{rows.join("\n")}
+
+        #{@notes.join("\n")}
+      MD
+    end
+
     def slowdown_target
       best = @overhead.best_of("cpu", @host, "sonde", 100, :elapsed)
       cpu = @overhead.best_of("cpu", @host, "sonde", 100, :cpu)
@@ -410,7 +428,7 @@ module SondeBench
       row = @cost.worker_row
       met = row.pass_avg_ns.median < TARGET_WORKER_PASS_NS
       @notes << "A pass in the Rails-worker shape averaged #{us(row.pass_avg_ns.median)} µs, over the 20 µs target." unless met
-      "| Rails-worker pass (9 threads, 6 parked, 90-145 frames) < 20 µs | avg #{row.pass_avg_ns.to_s { |v| us(v) }} µs " \
+      "| Rails-worker pass (9 threads, 6 parked, 90-145 frames, #{SampleCost::WORKER_RATE_HZ} Hz) < 20 µs | avg #{row.pass_avg_ns.to_s { |v| us(v) }} µs " \
         "(min #{us(row.pass_min_ns)}, max #{us(row.pass_max_ns)}) | #{yes(met)} |"
     end
 

@@ -67,5 +67,19 @@ module SondeBench
     def peer_status
       Peers.status(series)
     end
+
+    # Why profiler (a profiler hook name) cannot run on this Ruby, or nil
+    # when it can: a peer install_peers.rb did not install here (its
+    # reason), or Sonde (from lib) or StackProf (Debian's) not loading.
+    def unavailable_reason(profiler, lib)
+      status = peer_status[profiler]
+      return status["available"] ? nil : status["reason"] if status
+      return nil if profiler == "none"
+
+      env, ruby = command({})
+      library = profiler.split("-").first
+      output, loaded = Open3.capture2e(env, *ruby, "-I", lib, "-e", "require #{library.dump}", chdir: Peers::ROOT)
+      loaded.success? ? nil : "does not load: #{output.lines.first.to_s.strip}"
+    end
   end
 end

@@ -19,6 +19,9 @@ module SondeBench
     SONDE_LIBRARY = /sonde_native/.freeze
     SONDE_THREAD = /\Asonde-/.freeze
     TOP = 5
+    # A sample's first line: the thread's name (spaces allowed), then its
+    # thread id, or pid/tid.
+    SAMPLE_HEADER = %r{\A(.*?)\s+(?:(\d+)/)?(\d+)\z}.freeze
 
     Result = Struct.new(:available, :reason, :samples, :sonde_samples, :self_top, :inclusive_top, :command,
                         keyword_init: true)
@@ -69,18 +72,21 @@ module SondeBench
                  inclusive_top: top(inclusive_counts))
     end
 
-    # Yields [thread name, [[function, dso], ...] leaf first] per sample.
+    # Yields [thread name, [[function, dso], ...] leaf first, pid, tid]
+    # per sample of `perf script -F comm,tid,...` (pid nil) or
+    # `-F comm,pid,tid,...`.
     def each_sample(script)
       script.split(/\n\s*\n/).each do |block|
         lines = block.lines.map(&:strip).reject(&:empty?)
         next if lines.empty?
 
-        thread_name = lines.first.split(/\s+\d+\s*\z/).first.to_s
+        header = lines.first.match(SAMPLE_HEADER)
+        thread_name = header ? header[1] : lines.first
         frames = lines.drop(1).filter_map do |line|
           match = line.match(/\A\h+\s+(.*?)\s+\((.*)\)\z/)
           match && [match[1], match[2]]
         end
-        yield thread_name, frames
+        yield thread_name, frames, header && header[2] && Integer(header[2]), header && Integer(header[3])
       end
     end
 

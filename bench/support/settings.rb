@@ -18,7 +18,7 @@ require_relative "peers"
 module SondeBench
   Settings = Struct.new(:smoke, :pairs, :scale, :cost_seconds, :cost_repeats, :long_seconds, :self_profile,
                         :self_profile_scale, :baselines_per_round, :seed, :results, :command, :rubies,
-                        :accuracy_repeats, :accuracy_seconds, :accuracy_only, keyword_init: true) do
+                        :accuracy_repeats, :accuracy_seconds, :accuracy_only, :cost_only, keyword_init: true) do
     def describe
       "Rubies #{rubies} (SONDE_BENCH_RUBIES), " \
         "#{pairs} pairs per overhead cell (SONDE_BENCH_PAIRS), work scale #{scale} (SONDE_BENCH_WORK_SCALE), " \
@@ -50,15 +50,19 @@ module SondeBench
             self_profile_scale: 0.05, results: File.expand_path("../../tmp/bench/RESULTS.smoke.md", __dir__), rubies: "host",
             accuracy_repeats: 1, accuracy_seconds: 1.2 }.freeze
   ACCURACY_RESULTS = File.expand_path("../../tmp/bench/RESULTS.accuracy.md", __dir__)
+  COST_RESULTS = File.expand_path("../../tmp/bench/RESULTS.cost.md", __dir__)
   DEFAULT_SEED = 1
 
   # accuracy_only: `rake bench:accuracy`, the accuracy section alone, with
   # the full run's settings, written to tmp/bench/RESULTS.accuracy.md.
-  def self.settings(smoke:, accuracy_only: false)
+  # cost_only: `rake bench:cost`, the cost of a sampling pass alone (section
+  # 2 and its targets: minutes, where the whole run takes most of an hour),
+  # written to tmp/bench/RESULTS.cost.md.
+  def self.settings(smoke:, accuracy_only: false, cost_only: false)
     base = smoke ? SMOKE : FULL
     env = ENV
     accuracy_seconds = env.fetch("SONDE_BENCH_ACCURACY_SECONDS", base[:accuracy_seconds])
-    results = accuracy_only ? ACCURACY_RESULTS : base[:results]
+    results = if accuracy_only then ACCURACY_RESULTS else cost_only ? COST_RESULTS : base[:results] end
     Settings.new(
       smoke: smoke,
       pairs: Integer(env.fetch("SONDE_BENCH_PAIRS", base[:pairs])),
@@ -71,11 +75,19 @@ module SondeBench
       baselines_per_round: base[:baselines_per_round],
       seed: Integer(env.fetch("SONDE_BENCH_SEED", DEFAULT_SEED)),
       results: env.fetch("SONDE_BENCH_RESULTS", results),
-      command: if accuracy_only then "rake bench:accuracy" else smoke ? "rake bench:smoke" : "rake bench" end,
+      command: command_of(smoke, accuracy_only, cost_only),
       rubies: env.fetch("SONDE_BENCH_RUBIES", base[:rubies]).sub("host", Peers.ruby_series),
       accuracy_repeats: Integer(env.fetch("SONDE_BENCH_ACCURACY_REPEATS", base[:accuracy_repeats])),
       accuracy_seconds: accuracy_seconds && Float(accuracy_seconds),
-      accuracy_only: accuracy_only
+      accuracy_only: accuracy_only,
+      cost_only: cost_only
     )
+  end
+
+  def self.command_of(smoke, accuracy_only, cost_only)
+    return "rake bench:accuracy" if accuracy_only
+    return "rake bench:cost" if cost_only
+
+    smoke ? "rake bench:smoke" : "rake bench"
   end
 end
