@@ -162,8 +162,17 @@ uint8_t gc_source_latest_gc_state(void) {
   if (count == count_read) return state_read;
   VALUE major_by = rb_gc_latest_gc_info(major_by_key);
   VALUE gc_by = rb_gc_latest_gc_info(gc_by_key);
-  const char *reason = SYMBOL_P(gc_by) ? rb_id2name(SYM2ID(gc_by)) : NULL;
-  state_read = thread_state_of_gc(RTEST(major_by), thread_state_gc_reason_index(reason));
+  // The reasons are a handful of static symbols, which are never freed: the
+  // name of the one seen last is not looked up again (a GC between most
+  // passes of a busy worker made it a few percent of a pass).
+  static VALUE reason_seen = Qundef;
+  static unsigned reason_index;
+  if (gc_by != reason_seen) {
+    const char *reason = SYMBOL_P(gc_by) ? rb_id2name(SYM2ID(gc_by)) : NULL;
+    reason_index = thread_state_gc_reason_index(reason);
+    reason_seen = RB_STATIC_SYM_P(gc_by) ? gc_by : Qundef;
+  }
+  state_read = thread_state_of_gc(RTEST(major_by), reason_index);
   count_read = count;
   return state_read;
 }
