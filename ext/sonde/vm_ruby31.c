@@ -54,9 +54,20 @@ bool vm_on_main_ractor(void) {
   return ec != NULL && main_ractor != NULL && rb_ec_ractor_ptr(ec) == main_ractor;
 }
 
+// The :major_gc_count Symbol, made at Init with GC.stat's own symbols
+// (vm_init): a walk with the GVL can run inside the allocation hook (3.1
+// with YJIT, alloc_source.c), where interning a name would allocate.
+static VALUE major_gc_count_key;
+
+static void prepare_gc_epochs(void) {
+  major_gc_count_key = ID2SYM(rb_intern("major_gc_count"));
+  (void)rb_gc_stat(major_gc_count_key); // GC.stat interns its own keys at its first call
+}
+
 void vm_init(void) {
   main_ractor = GET_VM()->ractor.main_ractor;
   remember_sleeping_owners();
+  prepare_gc_epochs();
 }
 
 static bool leaf_is_a_sleep(const rb_thread_t *thread) {
@@ -244,9 +255,7 @@ typedef struct {
 } gc_epochs;
 
 static gc_epochs gc_epochs_now_with_gvl(void) {
-  static VALUE major_key;
-  if (major_key == 0) major_key = ID2SYM(rb_intern("major_gc_count"));
-  return (gc_epochs){.all = (uint32_t)rb_gc_count(), .major = (uint32_t)rb_gc_stat(major_key)};
+  return (gc_epochs){.all = (uint32_t)rb_gc_count(), .major = (uint32_t)rb_gc_stat(major_gc_count_key)};
 }
 
 static bool is_old(const rb_iseq_t *iseq) {
