@@ -28,6 +28,24 @@ CONFIGS = [
   %w[control 1000 cpu compact],
 ].freeze
 
+# A hung run is sent SIGSEGV first: Ruby's handler prints its [BUG] report
+# (the C backtrace of the thread the signal reached, mostly the main one,
+# and its Ruby backtrace) into the run's stderr, which says where it hung;
+# SIGKILL follows if the handler does not end the process.
+def report_and_kill(pid)
+  Process.kill(:SEGV, pid)
+  REPORT_WAIT_STEPS.times do
+    return if Process.waitpid(pid, Process::WNOHANG)
+
+    sleep 0.1
+  end
+  Process.kill(:KILL, pid)
+  Process.waitpid(pid)
+rescue Errno::ESRCH, Errno::ECHILD
+  nil
+end
+REPORT_WAIT_STEPS = 50
+
 # [stdout, stderr, Process::Status or nil when it hung and was killed]
 def run_once(config)
   out_read, out_write = IO.pipe
@@ -44,8 +62,7 @@ def run_once(config)
     _, status = Process.waitpid2(pid, Process::WNOHANG)
     break if status
     if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-      Process.kill(:KILL, pid)
-      Process.waitpid(pid)
+      report_and_kill(pid)
       break
     end
     sleep 0.02
