@@ -80,7 +80,7 @@ class RactorsTest < Minitest::Test
   # is, every thread waiting on Ruby's locks (Ruby's barrier races, fixed
   # after 3.4.11). 3.4: under Sonde 5 hangs in 440 runs, 1.1%; 0 in 250
   # alone; without Sonde but with a thread sleeping 1 ms in a loop, 3 in
-  # 116. 3.3: that program without Sonde hung 2 times in 247 runs of the
+  # 116. 3.3: that program without Sonde hung 3 times in 461 runs of the
   # GC.compact configuration; under Sonde 0 in 1,400 runs here, and 1 run
   # of 100 in one CI matrix. Up to MAX_TOLERATED_HANGS hung runs in a 3.3
   # or 3.4 matrix (100 runs) are printed above, with Ruby's report of where
