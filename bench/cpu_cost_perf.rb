@@ -16,17 +16,22 @@
 #     CPU timers that send them (the same kernel functions for StackProf's
 #     ITIMER_PROF and the per-thread timers of Sonde, Datadog and pf2).
 #
+# The workload is bench/workloads/cpu.rb, at 100 and 1000 Hz, unless
+# `--workload thread_starts` asks for threads started and joined one after
+# another (workloads/thread_starts.rb, at 100 Hz): what each profiler's
+# thread hooks cost, issue 23's question.
+#
 # Timing whole runs on this machine moves by more than the 0.3% the target
 # is about (bench/RESULTS.md's A/A rows); a count of where the CPU went
 # does not depend on how fast the machine was at the time. It leaves out
 # what a profiler does to the rest of the program (caches, an allocation
 # slow path), which the timed benchmarks see.
 #
-#   ruby bench/cpu_cost_perf.rb [REPEATS]                      (rake bench:cpu_perf; REPEATS=3)
+#   ruby bench/cpu_cost_perf.rb [REPEATS] [--workload NAME]   (rake bench:cpu_perf; REPEATS=3)
 #   SONDE_BENCH_RUBIES=3.1,3.3 ruby bench/cpu_cost_perf.rb     also on 3.3 (rake bench:cpu_perf does both)
 #
-# On 3.3 perf runs on the host and records script/ruby33 and the chroot's
-# Ruby below it: perf reads the chroot's libraries through --symfs (a
+# On 3.3 and 3.4 perf runs on the host and records script/ruby and the
+# chroot's Ruby below it: perf reads the chroot's libraries through --symfs (a
 # folder that mirrors the chroot, with the project's own path, which the
 # chroot bind-mounts, pointing at the host's), and only the Ruby process's
 # samples count (not the wrapper's shell, chroot or env before it).
@@ -69,14 +74,24 @@ module SondeBench
     # that ran as that process before it became Ruby (perf's own child,
     # script/ruby33's shell, chroot, env).
     RUBY_MAIN_THREAD = /\Aruby/.freeze
-    CHROOT33 = ENV.fetch("SONDE_RUBY33_CHROOT", "/var/cache/sonde/trixie-ruby33")
+    # Where script/ruby keeps each chroot (its own defaults and variables).
+    CHROOTS = {
+      "3.3" => ENV.fetch("SONDE_RUBY33_CHROOT", "/var/cache/sonde/trixie-ruby33"),
+      "3.4" => ENV.fetch("SONDE_RUBY34_CHROOT", "/var/cache/sonde/sid-ruby34")
+    }.freeze
     TARGET_POINTS = 0.3
-    RATES = [100, 1000].freeze
-    SCALE = 3.0
+    # Each workload's rates and size (its scale).
+    WORKLOADS = {
+      "cpu" => { rates: [100, 1000], scale: 3.0 },
+      "thread_starts" => { rates: [100], scale: 2.0 }
+    }.freeze
 
-    def initialize(repeats:, rubies:)
+    def initialize(repeats:, rubies:, workload: "cpu")
       @repeats = repeats
       @rubies = rubies
+      @workload = workload
+      @rates = WORKLOADS.fetch(workload).fetch(:rates)
+      @scale = WORKLOADS.fetch(workload).fetch(:scale)
       @shares = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -84,10 +99,10 @@ module SondeBench
       abort "perf is not installed (apt-get install linux-perf)" unless SelfProfile.available?
       Dir.mktmpdir("sonde-cpu-cost-perf", File.join(Child::ROOT, "tmp")) do |dir|
         child = Child.new(dir)
-        @symfs = symfs(dir) unless @rubies.all?(&:host)
+        @symfs = @rubies.reject(&:host).to_h { |ruby| [ruby.series, symfs(dir, ruby.series)] }
         @missing = @rubies.to_h { |ruby| [ruby.series, missing_profilers(ruby, File.join(dir, "lib"))] }
         runs = @rubies.flat_map do |ruby|
-          RATES.product(PROFILERS.keys - @missing[ruby.series].keys).map { |rate, profiler| [ruby, rate, profiler] }
+          @rates.product(PROFILERS.keys - @missing[ruby.series].keys).map { |rate, profiler| [ruby, rate, profiler] }
         end
         random = Random.new(1)
         @repeats.times do |repeat|
@@ -111,15 +126,16 @@ module SondeBench
       end.to_h
     end
 
-    # A folder perf reads the chroot's files through: the chroot's top
-    # level, but for the project's top folder, which is the host's (the
-    # chroot bind-mounts the project at the same path).
-    def symfs(dir)
-      symfs = File.join(dir, "symfs")
+    # A folder perf reads a chroot's files through: the chroot's top level,
+    # but for the project's top folder, which is the host's (the chroot
+    # bind-mounts the project at the same path).
+    def symfs(dir, series)
+      symfs = File.join(dir, "symfs-#{series}")
+      chroot = CHROOTS.fetch(series)
       FileUtils.mkdir_p(symfs)
       project_top = Child::ROOT.split("/")[1]
-      Dir.children(CHROOT33).each do |entry|
-        File.symlink(File.join(CHROOT33, entry), File.join(symfs, entry)) unless entry == project_top
+      Dir.children(chroot).each do |entry|
+        File.symlink(File.join(chroot, entry), File.join(symfs, entry)) unless entry == project_top
       end
       File.symlink("/#{project_top}", File.join(symfs, project_top))
       symfs
@@ -133,13 +149,15 @@ module SondeBench
       data = File.join(dir, "cost.perf.data")
       perf = ["perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", PERF_FREQUENCY_HZ.to_s, "-m",
               PERF_BUFFER_PAGES.to_s, "--call-graph", CALL_GRAPH, "-o", data, "--"]
-      result = child.run("cpu", profiler: profiler, rate: rate, scale: SCALE, ruby: ruby, prefix: perf)
-      paths = ruby.host ? [] : ["--symfs=#{@symfs}", "--kallsyms=/proc/kallsyms"]
+      result = child.run(@workload, profiler: profiler, rate: rate, scale: @scale, ruby: ruby, prefix: perf)
+      paths = ruby.host ? [] : ["--symfs=#{@symfs.fetch(ruby.series)}", "--kallsyms=/proc/kallsyms"]
       script, err, status = Open3.capture3("perf", "script", "-i", data, *paths, "--no-inline", "-F",
                                            "comm,pid,tid,ip,sym,dso")
       raise Child::Failure, "perf script failed: #{err.lines.last}" unless status.success?
 
-      count(script, PROFILERS.fetch(profiler)).merge(taken: samples_taken(profiler, result.hook), cpu_s: result.cpu_s)
+      threads = result.details.fetch("threads", 0) + result.details.fetch("warmup_threads", 0)
+      count(script, PROFILERS.fetch(profiler)).merge(taken: samples_taken(profiler, result.hook), cpu_s: result.cpu_s,
+                                                     threads: threads)
     ensure
       File.delete(data) if data && File.exist?(data)
     end
@@ -185,14 +203,14 @@ module SondeBench
     end
 
     def report
-      puts "cpu workload (scale #{SCALE}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
+      puts "#{@workload} workload (scale #{@scale}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
            "under `perf record -e cpu-clock -F #{PERF_FREQUENCY_HZ} --call-graph #{CALL_GRAPH}`; shares of the " \
            "Ruby process's CPU samples, median over runs, each run's total in brackets; load average " \
            "#{File.read("/proc/loadavg").split.first(3).join(" ")} at the end"
       @rubies.each do |ruby|
         puts
         puts "## #{ruby.name}: #{ruby.description}"
-        RATES.each { |rate| report_rate(ruby, rate) }
+        @rates.each { |rate| report_rate(ruby, rate) }
         next if @missing[ruby.series].empty?
 
         puts
@@ -202,25 +220,34 @@ module SondeBench
 
     def report_rate(ruby, rate)
       puts
+      per_thread = @workload == "thread_starts"
       puts "| #{ruby.name}, #{rate} Hz | in its code or threads | in the kernel's signal delivery | total (each run) | " \
-           "perf samples per run | what it took, per CPU second |"
-      puts "|---|---|---|---|---|---|"
+           "perf samples per run | what it took, per CPU second |#{" its CPU per thread started (us) |" if per_thread}"
+      puts "|---|---|---|---|---|---|#{"---|" if per_thread}"
       totals = (PROFILERS.keys - @missing[ruby.series].keys).to_h do |profiler|
         runs = @shares[[ruby.series, profiler, rate]]
         total = median(runs.map { |run| run[:own] + run[:kernel] })
-        puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |", profiler, median(runs.map { |run| run[:own] }) * 100,
+        puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |%s", profiler, median(runs.map { |run| run[:own] }) * 100,
                     median(runs.map { |run| run[:kernel] }) * 100, total * 100,
                     runs.map { |run| format("%.2f", (run[:own] + run[:kernel]) * 100) }.join(", "),
-                    median(runs.map { |run| run[:samples] }), taken_text(runs))
+                    median(runs.map { |run| run[:samples] }), taken_text(runs),
+                    per_thread ? format(" %.2f |", median(runs.map { |run| cpu_per_thread_us(run) })) : "")
         [profiler, total]
       end
-      return unless totals.key?("sonde") && totals.key?("stackprof-cpu")
+      return unless @workload == "cpu" && totals.key?("sonde") && totals.key?("stackprof-cpu")
 
       difference = (totals.fetch("sonde") - totals.fetch("stackprof-cpu")) * 100
       verdict = rate == 100 ? (difference <= TARGET_POINTS ? "met" : "NOT met") : "for reference"
       puts
       puts format("Sonde - StackProf on %s at %d Hz: %+.2f%% of the process's CPU (target <= +%.1f%% at 100 Hz): %s",
                   ruby.name, rate, difference, TARGET_POINTS, verdict)
+    end
+
+    # The profiler's samples (its code, threads and signals), in
+    # microseconds of CPU, over every thread the run started: its start-up
+    # and stop, spread over them, are in it too.
+    def cpu_per_thread_us(run)
+      (run[:own] + run[:kernel]) * run[:samples] / PERF_FREQUENCY_HZ * 1e6 / run[:threads]
     end
 
     def taken_text(runs)
@@ -242,5 +269,9 @@ if $PROGRAM_NAME == __FILE__
                                          .sub("host", SondeBench::Peers.ruby_series))
   missing = rubies.reject(&:available?)
   abort missing.map(&:reason).join("\n") unless missing.empty?
-  SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3")), rubies: rubies).run
+  workload = ARGV.include?("--workload") ? ARGV.delete_at(ARGV.index("--workload") + 1) : "cpu"
+  ARGV.delete("--workload")
+  abort "--workload #{workload}: expected one of #{SondeBench::CpuCostPerf::WORKLOADS.keys.join(", ")}" unless
+    SondeBench::CpuCostPerf::WORKLOADS.key?(workload)
+  SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3")), rubies: rubies, workload: workload).run
 end

@@ -26,9 +26,12 @@
 require "tmpdir"
 require_relative "support/child"
 require_relative "support/rubies"
+require_relative "support/side_by_side"
 
 module SondeBench
   class IdleCost
+    include SideBySide
+
     ROOT = Child::ROOT
     SCRIPT = File.join(__dir__, "workloads", "idle.rb")
     THREAD_COUNTS = [0, 8, 32, 128].freeze
@@ -58,7 +61,7 @@ module SondeBench
         @commit = commit
         child = Child.new(dir)
         lib = File.join(dir, "lib")
-        @missing = @rubies.to_h { |ruby| [ruby.series, missing_columns(ruby, lib)] }
+        @missing = @rubies.to_h { |ruby| [ruby.series, missing_columns(ruby, lib, COLUMNS)] }
         triples = @rubies.flat_map do |ruby|
           THREAD_COUNTS.product(COLUMNS.keys - @missing[ruby.series].keys).map { |threads, column| [ruby, threads, column] }
         end
@@ -75,26 +78,12 @@ module SondeBench
 
     private
 
-    # { column => why it cannot run on ruby } for the columns that cannot.
-    def missing_columns(ruby, lib)
-      COLUMNS.filter_map do |column, profiler|
-        reason = ruby.unavailable_reason(profiler, lib)
-        [column, reason] if reason
-      end.to_h
-    end
-
     def measure(child, ruby, threads, column)
       facts, _hook = child.run_script(SCRIPT, [threads, WARMUP_SECONDS, @seconds].map(&:to_s),
                                       profiler: COLUMNS.fetch(column), rate: RATE, ruby: ruby,
                                       timeout_s: WARMUP_SECONDS + @seconds, profile_out: nil)
       wall = facts.fetch("wall_s")
       { share: facts.fetch("cpu_s") / wall, passes_per_second: facts["passes"]&.fdiv(wall) }
-    end
-
-    def median(values)
-      sorted = values.sort
-      middle = sorted.size / 2
-      sorted.size.odd? ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0
     end
 
     def percent(share) = format("%.3f%%", share * 100)
@@ -104,22 +93,10 @@ module SondeBench
       "#{percent(median(shares))} (#{percent(shares.min)}-#{percent(shares.max)})"
     end
 
-    # Read as the children's copy of lib/ is taken: the tree may move on
-    # during the run.
-    def commit
-      out = `git -C #{ROOT} rev-parse --short HEAD 2>/dev/null`.strip
-      return "unknown (no git here)" if out.empty?
-
-      modified = `git -C #{ROOT} status --porcelain ext lib 2>/dev/null`.empty? ? "" : " (ext/ or lib/ modified)"
-      "#{out}#{modified}"
-    rescue SystemCallError
-      "unknown (no git here)"
-    end
-
     def report
       lines = ["# What an idle process costs", ""]
       lines << "Written by `rake bench:idle` (bench/idle_cost.rb) on #{Time.now.utc.strftime("%Y-%m-%d %H:%M")} UTC, " \
-               "Sonde at commit #{@commit}, load average #{File.read("/proc/loadavg").split.first(3).join(" ")} at the end."
+               "Sonde at commit #{@commit}, load average #{load_average} at the end."
       lines << "Process CPU (user + sys, every thread) per wall second of a process whose main thread and N more " \
                "threads sleep, over #{@seconds} s after #{WARMUP_SECONDS} s of start-up; median of #{@rounds} " \
                "interleaved rounds (lowest-highest), every Ruby, thread count and profiler shuffled in each round. " \

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # The Rubies a benchmark child can run on: this machine's own (Debian 12's
-# 3.1) and Ruby 3.3 inside the Debian trixie chroot of script/ruby33, where
+# 3.1), and Ruby 3.3 and 3.4 inside the Debian chroots of script/ruby, where
 # the project is mounted at the same path (so the runner's files under
 # tmp/ are seen by both). The peers that need Ruby 3.3 (Vernier, pf2), and
 # Sonde's 3.3 backend, are measured there; each row of the report says which
@@ -11,7 +11,9 @@ require "rbconfig"
 require_relative "peers"
 
 module SondeBench
-  RUBY33 = File.join(Peers::ROOT, "script", "ruby33")
+  SCRIPT_RUBY = File.join(Peers::ROOT, "script", "ruby")
+  # The series script/ruby runs in its chroots.
+  CHROOT_SERIES = %w[3.3 3.4].freeze
 
   # series: "3.1"; description: RUBY_DESCRIPTION there, or nil with reason
   # when that Ruby cannot be run here.
@@ -20,12 +22,12 @@ module SondeBench
       new(series: Peers.ruby_series, host: true, description: RUBY_DESCRIPTION)
     end
 
-    # Ruby 3.3 through script/ruby33 (the chroot is built on first use).
-    def self.chroot33
-      out, status = Open3.capture2e(RUBY33, "ruby", "-e", "print RUBY_DESCRIPTION")
-      return new(series: "3.3", host: false, description: out.lines.last.strip) if status.success?
+    # Ruby 3.3 or 3.4 through script/ruby (the chroot is built on first use).
+    def self.chroot(series)
+      out, status = Open3.capture2e(SCRIPT_RUBY, series, "ruby", "-e", "print RUBY_DESCRIPTION")
+      return new(series: series, host: false, description: out.lines.last.strip) if status.success?
 
-      new(series: "3.3", host: false, reason: "script/ruby33 failed: #{out.lines.last(3).join.strip}")
+      new(series: series, host: false, reason: "script/ruby #{series} failed: #{out.lines.last(3).join.strip}")
     end
 
     # The targets named in a list like "3.1,3.3" (this Ruby's series is the host).
@@ -33,10 +35,11 @@ module SondeBench
       list.split(",").map(&:strip).uniq.map do |series|
         if series == Peers.ruby_series
           host
-        elsif series == "3.3"
-          chroot33
+        elsif CHROOT_SERIES.include?(series)
+          chroot(series)
         else
-          new(series: series, host: false, reason: "no Ruby #{series} here (the host has #{Peers.ruby_series}, script/ruby33 3.3)")
+          new(series: series, host: false,
+              reason: "no Ruby #{series} here (the host has #{Peers.ruby_series}, script/ruby #{CHROOT_SERIES.join(" and ")})")
         end
       end
     end
@@ -50,12 +53,12 @@ module SondeBench
     end
 
     # [env for Process.spawn, command prefix]: how to run `ruby ARGS` here
-    # with env. script/ruby33 passes only some variables into the chroot,
+    # with env. script/ruby passes only some variables into the chroot,
     # so there env(1) sets them inside.
     def command(env)
       return [env, [RbConfig.ruby]] if host
 
-      [{}, [RUBY33, "env", *env.map { |key, value| "#{key}=#{value}" }, "ruby"]]
+      [{}, [SCRIPT_RUBY, series, "env", *env.map { |key, value| "#{key}=#{value}" }, "ruby"]]
     end
 
     # What a child needs to load this Ruby's peers (nothing for Sonde,
