@@ -73,6 +73,40 @@ class ThreadEndTest < Minitest::Test
     end
   end
 
+  # A thread met by its begin hook gets its CPU timer from the first pass
+  # that meets it (issue 23: creating, arming and deleting a timer were
+  # half of the system calls Sonde added to each thread). One that ends
+  # before any pass never has one, and its CPU since its birth is counted
+  # at its end.
+  def test_a_thread_that_ends_before_any_pass_has_no_timer_and_keeps_its_cpu
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 1)
+      sleep 0.05 # the first pass is behind us
+      timers_seen = #{THREADS}.times.map { |i| Thread.new { Array.new(64) { |k| k * i }.sum; Sonde.stats[:cpu_timer_threads] }.value }
+      stats = Sonde.stop.stats
+      puts JSON.generate(timers_seen: timers_seen.uniq, remainders: stats[:cpu_remainder_samples])
+    RUBY
+    assert_equal [1], facts["timers_seen"], "only the main thread's timer while the short threads ran: #{facts}"
+    assert_operator facts["remainders"], :>=, THREADS, "each short thread's CPU counted at its end: #{facts}"
+  end
+
+  # A thread that lives on gets its timer at the first pass (a tick comes
+  # every 10 ms at 100 Hz), and its CPU signals from then on.
+  def test_a_thread_that_outlives_a_tick_gets_its_timer
+    facts = run_script(<<~RUBY)
+      Sonde.start(rate: 100)
+      waited = Thread.new do
+        started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        x = 0
+        x += 1 until Sonde.stats[:cpu_timer_threads] == 2 || Process.clock_gettime(Process::CLOCK_MONOTONIC) - started > 5
+        Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+      end.value
+      stats = Sonde.stop.stats
+      puts JSON.generate(waited_s: waited, signals: stats[:cpu_timer_signals])
+    RUBY
+    assert_operator facts["waited_s"], :<, 5, "the thread's timer was armed by a pass: #{facts}"
+  end
+
   # A named thread keeps its name in its end sample, though the backend's
   # registry has let it go by then.
   def test_a_named_short_thread_keeps_its_name

@@ -165,8 +165,12 @@ static int64_t finish_cpu_of(sonde_run *run, thread_context *context, bool clock
   int64_t uncovered = -1;
   if (run->timers != NULL && context->timer != 0) {
     uncovered = thread_context_finish_timer(context, run->timers, now);
-  } else if (now >= 0 && context->sampling.sampled && context->sampling.cpu_ns_at_previous_sample >= 0) {
+  } else if (now >= 0 && (context->sampling.sampled || context->timer_deferred) &&
+             context->sampling.cpu_ns_at_previous_sample >= 0) {
     uncovered = now > context->sampling.cpu_ns_at_previous_sample ? now - context->sampling.cpu_ns_at_previous_sample : 0;
+    // A GC it ran was charged to "Garbage Collection" with its CPU (no
+    // timer sampled it): not to be counted again here.
+    uncovered = thread_context_deduct_gc_cpu(context, uncovered);
   }
   return now >= 0 ? uncovered : -1;
 }
@@ -300,6 +304,35 @@ static int64_t cpu_count_start_at_birth(sonde_run *run, const vm_thread_info *in
   return vm_reuses_native_threads() ? -1 : 0;
 }
 
+// A thread met by the thread-begin hook has its timer put off to the first
+// pass that meets it (thread_contexts.h), counting from its birth: most
+// threads that live less than a tick end before any pass, and need no
+// timer (issue 23: creating, arming and deleting it were 3 of the 6 system
+// calls Sonde added to each thread). Until that pass it is charged like a
+// thread without a timer: the pass charges its CPU since birth to the
+// stack it has then (the GVL holder's at the tick: as a timer's first
+// signal, at a point of its life drawn by the tick), and its end charges
+// what no pass did.
+static void time_thread_met(sonde_run *run, thread_context *context, const vm_thread_info *info, bool at_birth) {
+  if (!at_birth) {
+    arm_timer(run, context, -1);
+    return;
+  }
+  int64_t from = cpu_count_start_at_birth(run, info);
+  int64_t count_from = from >= 0 ? from : cpu_now(context);
+  if (run->timers != NULL && count_from >= 0 && thread_context_defer_timer(context)) {
+    context->sampling.cpu_ns_at_previous_sample = count_from;
+    return;
+  }
+  arm_timer(run, context, from);
+}
+
+static void arm_deferred_timer(sonde_run *run, thread_context *context, int64_t count_from_ns) {
+  cpu_timer_result result;
+  if (run->timers == NULL || !thread_context_arm_deferred_timer(context, run->timers, count_from_ns, &result)) return;
+  if (result == CPU_TIMER_UNAVAILABLE) warn_timers_unavailable_once(cpu_timers_stats(run->timers).unavailable_errno);
+}
+
 // A thread met for the first time. Its first sample covers its time since
 // wall_start (the previous pass for a thread born since, its birth for one
 // met by the thread-begin hook); all its CPU time is new.
@@ -309,7 +342,7 @@ static thread_context *meet_thread(sonde_run *run, const vm_thread_info *info, i
   if (context == NULL) return NULL;
   if (is_new) {
     context->sampling.wall_ns_at_previous_sample = wall_start;
-    arm_timer(run, context, at_birth ? cpu_count_start_at_birth(run, info) : -1);
+    time_thread_met(run, context, info, at_birth);
   } else {
     thread_contexts_refresh_name(context, info);
   }
@@ -721,10 +754,14 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   }
   int64_t cpu_delta = 0;
   if (cpu_from_pass) {
-    int64_t cpu_before = context->sampling.sampled ? context->sampling.cpu_ns_at_previous_sample : 0;
+    bool counted_before = context->sampling.sampled || context->timer_deferred;
+    int64_t cpu_before = counted_before ? context->sampling.cpu_ns_at_previous_sample : 0;
     cpu_delta = (cpu >= 0 && cpu_before >= 0 && cpu >= cpu_before) ? cpu - cpu_before : 0;
     cpu_delta = thread_context_deduct_gc_cpu(context, cpu_delta);
     context->sampling.cpu_ns_at_previous_sample = cpu;
+    // From here its timer counts (a thread met at birth, charged up to
+    // now), unless it is ending: what is left is charged at its end.
+    if (cpu >= 0 && !at_end) arm_deferred_timer(run, context, cpu);
   }
   wall_split split = split_wall_time(context, info, clamp_delta(now, context->sampling.wall_ns_at_previous_sample));
   // GC runs holding the GVL: its time is part of "holding" where GVL times

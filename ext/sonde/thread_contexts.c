@@ -122,6 +122,19 @@ bool thread_context_arm_timer(thread_context *context, cpu_timers *timers, int64
   return true;
 }
 
+bool thread_context_defer_timer(thread_context *context) {
+  if (context->timer_tried || !context->has_cpu_clock) return false;
+  context->timer_deferred = true;
+  return true;
+}
+
+bool thread_context_arm_deferred_timer(thread_context *context, cpu_timers *timers, int64_t count_from_ns,
+                                       cpu_timer_result *result) {
+  if (!context->timer_deferred) return false;
+  context->timer_deferred = false;
+  return thread_context_arm_timer(context, timers, count_from_ns, result);
+}
+
 int64_t thread_context_finish_timer(thread_context *context, cpu_timers *timers, int64_t cpu_now_ns) {
   if (context->timer == 0) return -1;
   int64_t uncovered = cpu_timers_finish(timers, context->timer, cpu_now_ns);

@@ -40,6 +40,12 @@ typedef struct thread_context {
   // finished through thread_context_arm_timer/finish_timer.
   cpu_timer_ref timer;
   bool timer_tried; // armed once, or refused: not tried again
+  // Met at its birth, its timer put off to the first pass that meets it
+  // (thread_context_defer_timer): until then it is charged as a thread
+  // without a timer, its CPU counted from where its count started (the
+  // sampling record's cpu_ns_at_previous_sample). A thread that ends before
+  // any pass never needs a timer: three system calls less for each.
+  bool timer_deferred;
 
   // GC time already charged to "Garbage Collection", to take off this
   // thread's next wall (and, without a timer, CPU) sample: added by
@@ -118,6 +124,17 @@ size_t thread_contexts_count(const thread_contexts *contexts);
 // (tried before, or the thread has no CPU clock).
 bool thread_context_arm_timer(thread_context *context, cpu_timers *timers, int64_t count_from_ns,
                               cpu_timer_result *result);
+
+// Puts off the thread's timer until thread_context_arm_deferred_timer (the
+// caller notes where its CPU count starts meanwhile). False when no timer
+// would be armed (tried before, or no CPU clock).
+bool thread_context_defer_timer(thread_context *context);
+
+// Arms a timer put off, counting from count_from_ns (the clock reading the
+// thread was last charged to). False when none was put off; else as
+// thread_context_arm_timer.
+bool thread_context_arm_deferred_timer(thread_context *context, cpu_timers *timers, int64_t count_from_ns,
+                                       cpu_timer_result *result);
 
 // Deletes the thread's CPU timer, if it has one, and returns what its
 // signals did not cover up to cpu_now_ns (cpu_timers_finish); -1 when it
