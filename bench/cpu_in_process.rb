@@ -24,7 +24,9 @@ require_relative "workloads/cpu_app"
 rounds = Integer(ARGV.fetch(0))
 rate = Integer(ARGV.fetch(1))
 slice = Integer(ARGV.fetch(2))
-kinds = %w[none sonde stackprof-cpu]
+# "none (A/A)" is a second unprofiled slice: its ratio to "none" is the
+# noise left in the comparison.
+kinds = ["none", "none (A/A)", "sonde", "stackprof-cpu"]
 app = build_cpu_app
 thread_cpu = -> { Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) }
 # Thread clock first: it brings the process clock up to date (see

@@ -8,8 +8,11 @@
 #   ruby bench/cpu_vs_stackprof.rb [ROUNDS] [RATE]     (rake bench:cpu_vs_stackprof)
 #   SONDE_BENCH_RUBIES=3.1,3.3 ...                     also on 3.3 (script/ruby33)
 #
-# Each round runs none, sonde and stackprof-cpu once each, in a shuffled
-# order, on each Ruby in turn: the machine's noise reaches all three alike.
+# Each round runs none (twice: "none (A/A)" is the second, whose ratio to
+# the first is the noise left after pairing), sonde and stackprof-cpu once
+# each, in a shuffled order, on each Ruby in turn: the machine's noise
+# reaches all of them alike. Issue 24 asks for enough rounds that the A/A
+# row reads 1.00 +- 0.01; each report says whether it does.
 # Printed per Ruby and profiler: the median and 25th percentile of process
 # CPU time, and the median over rounds of profiled / unprofiled CPU within
 # the round (paired). The verdict is Sonde's paired median minus
@@ -22,8 +25,13 @@ require_relative "support/rubies"
 
 module SondeBench
   class CpuVersusStackprof
-    PROFILERS = %w[none sonde stackprof-cpu].freeze
+    # Column => the profiler hook's name for it.
+    COLUMNS = { "none" => "none", "none (A/A)" => "none", "sonde" => "sonde", "stackprof-cpu" => "stackprof-cpu" }.freeze
+    PROFILERS = COLUMNS.keys.freeze
     TARGET_POINTS = 0.5
+    # How far from 1 the A/A ratio may be for the comparison to be read
+    # to a point of the unprofiled CPU (issue 24).
+    AA_TOLERANCE = 0.01
 
     # Work per run, as SONDE_BENCH_WORK_SCALE: about 1 s of CPU.
     SCALE = 0.5
@@ -47,7 +55,7 @@ module SondeBench
         @rounds.times do |round|
           @rubies.each do |ruby|
             PROFILERS.shuffle(random: @random).each do |profiler|
-              result = child.run("cpu", profiler: profiler, rate: @rate, scale: SCALE, ruby: ruby)
+              result = child.run("cpu", profiler: COLUMNS.fetch(profiler), rate: @rate, scale: SCALE, ruby: ruby)
               @runs[[ruby.series, profiler]][round] = result.cpu_s
             end
           end
@@ -127,9 +135,12 @@ module SondeBench
       difference = (sonde - stackprof) * 100
       spread = (percentile(none, 75) - percentile(none, 25)) / median(none) * 100
       met = difference <= TARGET_POINTS
+      aa = median(paired["none (A/A)"])
       puts format("  Sonde - StackProf: %+.2f%% of the unprofiled CPU (target <= +%.1f%%): %s; " \
                   "unprofiled runs' interquartile spread %.1f%%", difference, TARGET_POINTS, met ? "met" : "NOT met",
                   spread)
+      puts format("  A/A (none twice, paired): %.4f, %s 1.00 +- %.2f", aa,
+                  (aa - 1).abs <= AA_TOLERANCE ? "within" : "NOT within", AA_TOLERANCE)
     end
 
     def median(values)
