@@ -1014,10 +1014,11 @@ static VALUE end_thread_protected(VALUE arg) {
   thread_context *context = thread_contexts_find_by_handle(run->contexts, info.handle);
   if (context == NULL || context->native_tid != info.native_tid) return Qnil;
   // Its CPU samples still waiting are recorded while it has its name, the
-  // one it may have given itself since the last pass. (Ruby runs the
-  // hooks of one event latest-enabled first: this one runs before the 3.3
-  // backend's, which drops the thread from its registry, names and all.)
-  thread_contexts_refresh_name_now(context);
+  // one it may have given itself since the last pass: info, read just now,
+  // has it. (Ruby runs the hooks of one event latest-enabled first: this
+  // one runs before the 3.3 backend's, which drops the thread from its
+  // registry, names and all.)
+  thread_contexts_refresh_name(context, &info);
   drain_captures(run, DRAIN_CPU_ONLY);
   // So is a GC it ran since the last pass: recorded later, its thread
   // would be known by its tid alone ("thread 9742").
