@@ -45,9 +45,12 @@ require "tmpdir"
 require_relative "support/child"
 require_relative "support/rubies"
 require_relative "support/self_profile"
+require_relative "support/side_by_side"
 
 module SondeBench
   class CpuCostPerf
+    include SideBySide
+
     PERF_FREQUENCY_HZ = 4000
     PERF_BUFFER_PAGES = 4096
     # DWARF unwinding: Debian's Ruby and the profilers' libraries are built
@@ -100,31 +103,19 @@ module SondeBench
       Dir.mktmpdir("sonde-cpu-cost-perf", File.join(Child::ROOT, "tmp")) do |dir|
         child = Child.new(dir)
         @symfs = @rubies.reject(&:host).to_h { |ruby| [ruby.series, symfs(dir, ruby.series)] }
-        @missing = @rubies.to_h { |ruby| [ruby.series, missing_profilers(ruby, File.join(dir, "lib"))] }
+        profilers = PROFILERS.keys.to_h { |profiler| [profiler, profiler] }
+        @missing = @rubies.to_h { |ruby| [ruby.series, missing_columns(ruby, File.join(dir, "lib"), profilers)] }
         runs = @rubies.flat_map do |ruby|
           @rates.product(PROFILERS.keys - @missing[ruby.series].keys).map { |rate, profiler| [ruby, rate, profiler] }
         end
-        random = Random.new(1)
-        @repeats.times do |repeat|
-          runs.shuffle(random: random).each do |ruby, rate, profiler|
-            @shares[[ruby.series, profiler, rate]] << measure(child, dir, ruby, profiler, rate)
-          end
-          $stderr.print "\rrepeat #{repeat + 1}/#{@repeats}"
+        interleave(runs, rounds: @repeats, results: @shares, word: "repeat") do |ruby, rate, profiler|
+          measure(child, dir, ruby, profiler, rate)
         end
-        $stderr.puts
       end
       report
     end
 
     private
-
-    # { profiler => why it cannot run on ruby } for those that cannot.
-    def missing_profilers(ruby, lib)
-      PROFILERS.keys.filter_map do |profiler|
-        reason = ruby.unavailable_reason(profiler, lib)
-        [profiler, reason] if reason
-      end.to_h
-    end
 
     # A folder perf reads a chroot's files through: the chroot's top level,
     # but for the project's top folder, which is the host's (the chroot
@@ -206,15 +197,12 @@ module SondeBench
       puts "#{@workload} workload (scale #{@scale}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
            "under `perf record -e cpu-clock -F #{PERF_FREQUENCY_HZ} --call-graph #{CALL_GRAPH}`; shares of the " \
            "Ruby process's CPU samples, median over runs, each run's total in brackets; load average " \
-           "#{File.read("/proc/loadavg").split.first(3).join(" ")} at the end"
+           "#{load_average} at the end"
       @rubies.each do |ruby|
         puts
         puts "## #{ruby.name}: #{ruby.description}"
         @rates.each { |rate| report_rate(ruby, rate) }
-        next if @missing[ruby.series].empty?
-
-        puts
-        @missing[ruby.series].each { |profiler, reason| puts "- #{profiler}: not available: #{reason}" }
+        puts missing_notes(@missing[ruby.series], "not available")
       end
     end
 
@@ -225,7 +213,7 @@ module SondeBench
            "perf samples per run | what it took, per CPU second |#{" its CPU per thread started (us) |" if per_thread}"
       puts "|---|---|---|---|---|---|#{"---|" if per_thread}"
       totals = (PROFILERS.keys - @missing[ruby.series].keys).to_h do |profiler|
-        runs = @shares[[ruby.series, profiler, rate]]
+        runs = @shares[[ruby.series, rate, profiler]]
         total = median(runs.map { |run| run[:own] + run[:kernel] })
         puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |%s", profiler, median(runs.map { |run| run[:own] }) * 100,
                     median(runs.map { |run| run[:kernel] }) * 100, total * 100,
@@ -254,12 +242,6 @@ module SondeBench
       runs.first[:taken].keys.map do |kind|
         format("%.0f %s", median(runs.map { |run| run[:taken].fetch(kind) / run[:cpu_s] }), kind.to_s.tr("_", " "))
       end.join(", ")
-    end
-
-    def median(values)
-      sorted = values.sort
-      middle = sorted.size / 2
-      sorted.size.odd? ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0
     end
   end
 end

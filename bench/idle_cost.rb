@@ -52,7 +52,6 @@ module SondeBench
       @rounds = rounds
       @seconds = seconds
       @rubies = rubies
-      @random = Random.new(1)
       @results = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -65,13 +64,9 @@ module SondeBench
         triples = @rubies.flat_map do |ruby|
           THREAD_COUNTS.product(COLUMNS.keys - @missing[ruby.series].keys).map { |threads, column| [ruby, threads, column] }
         end
-        @rounds.times do |round|
-          triples.shuffle(random: @random).each do |ruby, threads, column|
-            @results[[ruby.series, threads, column]] << measure(child, ruby, threads, column)
-          end
-          $stderr.print "\rround #{round + 1}/#{@rounds}"
+        interleave(triples, rounds: @rounds, results: @results) do |ruby, threads, column|
+          measure(child, ruby, threads, column)
         end
-        $stderr.puts
       end
       report
     end
@@ -116,11 +111,7 @@ module SondeBench
         passes = @results[[ruby.series, threads, "Sonde"]].filter_map { |run| run[:passes_per_second] }
         lines << "| #{threads} | #{cells.join(" | ")} | #{passes.empty? ? "-" : format("%.1f", median(passes))} |"
       end
-      unless @missing[ruby.series].empty?
-        lines << ""
-        lines.concat(@missing[ruby.series].map { |column, reason| "- #{column}: not available: #{reason}" })
-      end
-      lines
+      lines + missing_notes(@missing[ruby.series], "not available")
     end
   end
 end

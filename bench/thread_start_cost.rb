@@ -52,7 +52,6 @@ module SondeBench
       @rounds = rounds
       @threads = threads
       @rubies = rubies
-      @random = Random.new(1)
       @results = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -63,21 +62,13 @@ module SondeBench
         lib = File.join(dir, "lib")
         @missing = @rubies.to_h { |ruby| [ruby.series, missing_columns(ruby, lib, COLUMNS)] }
         pairs = @rubies.flat_map { |ruby| (COLUMNS.keys - @missing[ruby.series].keys).map { |column| [ruby, column] } }
-        @rounds.times do |round|
-          pairs.shuffle(random: @random).each do |ruby, column|
-            next if @missing[ruby.series].key?(column)
-
-            @results[[ruby.series, column]] << measure(child, ruby, column)
-          rescue Child::Failure => e
-            # A profiler whose child fails or overruns (Vernier on 3.3 did
-            # not finish 21,000 threads in 141 s: its cost per thread grows
-            # with the threads made, 125 us at 1,000 and 199 us at 4,000)
-            # is left out of the later rounds, and its row says why.
-            @missing[ruby.series][column] = "failed in round #{round + 1}: #{e.message.lines.first.strip}"
-          end
-          $stderr.print "\rround #{round + 1}/#{@rounds}"
+        # A profiler whose child fails or overruns (Vernier on 3.3 did not
+        # finish 21,000 threads in 141 s: its cost per thread grows with the
+        # threads made, 125 us at 1,000 and 199 us at 4,000) is left out of
+        # the later rounds, and its row says why.
+        interleave(pairs, rounds: @rounds, results: @results, missing: @missing) do |ruby, column|
+          measure(child, ruby, column)
         end
-        $stderr.puts
       end
       report
     end
@@ -119,11 +110,7 @@ module SondeBench
 
         lines << "| #{column} | #{cell(values)} | #{format("%.2f", median(values) / none)} |"
       end
-      unless @missing[ruby.series].empty?
-        lines << ""
-        lines.concat(@missing[ruby.series].map { |column, reason| "- #{column}: not measured: #{reason}" })
-      end
-      lines
+      lines + missing_notes(@missing[ruby.series], "not measured")
     end
   end
 end

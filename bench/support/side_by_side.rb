@@ -4,10 +4,40 @@ require_relative "child"
 
 module SondeBench
   # What the side-by-side benchmarks share (idle_cost.rb,
-  # thread_start_cost.rb): each runs one child per (Ruby, profiler) in
-  # shuffled interleaved rounds and prints medians, naming the commit
-  # measured and the peers that could not run.
+  # thread_start_cost.rb, cpu_cost_perf.rb): each runs one child per
+  # (Ruby, profiler, ...) in shuffled interleaved rounds and prints
+  # medians, naming the commit measured and the peers that could not run.
   module SideBySide
+    # Runs each case ([ruby, ..., column]) once a round, in a shuffled
+    # order (the same seed every run), for `rounds` rounds, and appends what
+    # the block returns to results[[ruby.series, ...the rest of the case]].
+    # With `missing` ({series => {column => reason}}), a case whose child
+    # fails is left out of the later rounds and its reason noted there;
+    # without, the failure ends the run.
+    def interleave(cases, rounds:, results:, word: "round", missing: nil)
+      random = Random.new(1)
+      rounds.times do |round|
+        cases.shuffle(random: random).each do |ruby, *rest|
+          next if missing&.dig(ruby.series, rest.last)
+
+          results[[ruby.series, *rest]] << yield(ruby, *rest)
+        rescue Child::Failure => e
+          raise unless missing
+
+          missing[ruby.series][rest.last] = "failed in #{word} #{round + 1}: #{e.message.lines.first.strip}"
+        end
+        $stderr.print "\r#{word} #{round + 1}/#{rounds}"
+      end
+      $stderr.puts
+    end
+
+    # The lines under a Ruby's table naming the columns it lacks and why.
+    def missing_notes(reasons, verb)
+      return [] if reasons.empty?
+
+      ["", *reasons.map { |column, reason| "- #{column}: #{verb}: #{reason}" }]
+    end
+
     # { column => why it cannot run on ruby } for the columns whose
     # profiler (columns: { column => profiler hook name }) cannot.
     def missing_columns(ruby, lib, columns)
