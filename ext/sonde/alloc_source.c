@@ -29,7 +29,7 @@
 
 #include "capture_buffer.h"
 #include "clocks.h"
-#include "current_tid.h"
+#include "current_ids.h"
 #include "heap_tracker.h"
 #include "labels.h"
 #include "own_threads.h"
@@ -895,7 +895,7 @@ static void add_alloc_stats(const sonde_run *run, VALUE stats) {
 // In a forked child the hooks still run (the child's Process._fork hook
 // stops the run), on the one thread left: only the captures other threads
 // left half-written are forgotten. (The cached tid has its own atfork
-// handler: current_tid.h.)
+// handler: current_ids.h.)
 static void forget_alloc_after_fork(sonde_run *run) {
   if (run->alloc == NULL) return;
   capture_buffer_reset(run->alloc->captures);

@@ -40,7 +40,7 @@ common = %w[sonde.c run.c profiler.c testing.c clocks.c signals.c signal_sampler
             scheduler.c idle_helper.c cpu_timers.c cpu_timer_source.c gc_source.c own_threads.c
             sampling_pass.c thread_contexts.c thread_states.c stacks.c recorder.c recorder_slots.c
             pprof_wire.c pprof_builder.c pprof_rename.c pprof_rename_binding.c profile_export.c pacing.c labels.c
-            alloc_source.c heap_tracker.c current_tid.c ractor_accounting.c stats.c exit_cpu.c trigger_park.c
+            alloc_source.c heap_tracker.c current_ids.c ractor_accounting.c stats.c exit_cpu.c trigger_park.c
             timeline_log.c]
 
 # The VM backend is picked by what this Ruby's headers declare, not by its

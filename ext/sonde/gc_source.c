@@ -19,7 +19,7 @@
 #include <ruby/debug.h>
 
 #include "clocks.h"
-#include "current_tid.h"
+#include "current_ids.h"
 #include "cpu_timers.h"
 #include "own_threads.h"
 #include "recorder_slots.h"
@@ -284,7 +284,7 @@ static void add_gc_stats(const sonde_run *run, VALUE stats) {
 }
 
 // Nothing of the GC source lives in another thread (the cached tid has its
-// own atfork handler: current_tid.h).
+// own atfork handler: current_ids.h).
 static void forget_gc_after_fork(sonde_run *run) {}
 
 const event_source gc_event_source = {

@@ -16,7 +16,6 @@
 #include "alloc_source.h"
 #include "capture_buffer.h"
 #include "clocks.h"
-#include "current_tid.h"
 #include "cpu_timer_source.h"
 #include "cpu_timers.h"
 #include "event_source.h"
@@ -596,7 +595,6 @@ void profiler_define_methods(VALUE native) {
   if (!trigger_park_init()) rb_raise(rb_eRuntimeError, "sonde: could not make the trigger's semaphore");
   pthread_atfork(NULL, NULL, forget_run_after_fork);
   signals_hold_sends_across_fork();
-  current_tid_init();
   rb_set_end_proc(halt_at_exit, Qnil);
   rb_define_module_function(native, "start", native_start, 1);
   rb_define_module_function(native, "stop", native_stop, -1);

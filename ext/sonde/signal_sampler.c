@@ -14,6 +14,7 @@
 
 #include "capture_buffer.h"
 #include "clocks.h"
+#include "current_ids.h"
 #include "cpu_timers.h"
 #include "labels.h"
 #include "run.h"
@@ -175,7 +176,7 @@ void signal_sampler_on_sigprof_inside_signal_handler(const siginfo_t *info) {
   cpu_timer_hit hit;
   if (run->timers != NULL && cpu_timers_on_signal_signal_safe(run->timers, info, &hit)) {
     capture_cpu_sample(run, &hit, entered);
-  } else if (info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid()) {
+  } else if (info != NULL && info->si_code == SI_TKILL && info->si_pid == current_pid_signal_safe()) {
     capture_tick(run, entered);
   } else if (info != NULL && info->si_code == SI_TIMER) {
     ADD(stale_timer_signals); // queued by a timer deleted since (its thread ended), or another library's timer

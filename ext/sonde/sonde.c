@@ -4,6 +4,7 @@
 // library exports (everything else is hidden by -fvisibility=hidden).
 #include <ruby.h>
 
+#include "current_ids.h"
 #include "labels.h"
 #include "own_threads.h"
 #include "pprof_rename_binding.h"
@@ -14,6 +15,7 @@
 __attribute__((visibility("default"))) const void *sonde_native_libruby_marker(void) { return &rb_cObject; }
 
 __attribute__((visibility("default"))) void sonde_native_init(VALUE native_module) {
+  current_ids_init(); // first: its atfork handler must run before the others in a child
   vm_init();
   sampling_pass_prepare_job();
   own_threads_install_thread_list_filter();

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "clocks.h"
+#include "current_ids.h"
 #include "shared.h"
 #include "trigger_park.h"
 #include "vm.h"
@@ -125,13 +126,10 @@ static uint64_t recent_exit_count;
 static rb_internal_thread_specific_key_t record_key;
 
 // This process's id, which records carry to tell this process's from a
-// forked parent's: read where getpid() was, a system call each time
-// (glibc keeps no cache), about six times for each thread that starts and
-// ends. Set at init and in a forked child (vm_forget_after_fork, from
-// pthread_atfork: before any of the child's hooks or Ruby code run).
-static pid_t process_id;
-
-static pid_t this_process(void) { return shared_load_relaxed(&process_id); }
+// forked parent's: cached (current_ids.h), not asked for with getpid(), a
+// system call each time, about six times for each thread that starts and
+// ends.
+static pid_t this_process(void) { return current_pid_signal_safe(); }
 
 static thread_record *new_record(pthread_t pthread, pid_t tid, gvl_event event) {
   thread_record *record = calloc(1, sizeof(*record));
@@ -704,7 +702,6 @@ static int depth_count_busy;
 // A handler of another thread may have held the scratch at the fork.
 // The parent's ended threads' CPU is the parent's.
 void vm_forget_after_fork(void) {
-  shared_store_relaxed(&process_id, getpid());
   shared_store_release(&depth_count_busy, 0);
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
@@ -947,7 +944,6 @@ void vm_init(void) {
   VALUE name_tracker = rb_define_module_under(sonde, "ThreadNameTracker");
   rb_define_method(name_tracker, "name=", thread_name_set, 1);
   rb_prepend_module(rb_cThread, name_tracker);
-  shared_store_relaxed(&process_id, getpid());
   record_key = rb_internal_thread_specific_key_create(); // raises ThreadError when Ruby has no key left
   rb_internal_thread_add_event_hook(on_thread_event_without_gvl,
                                     RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED |

@@ -6,8 +6,15 @@
 #   ruby thread_syscalls.rb sonde|control COUNT
 #
 # Starts and joins COUNT threads, one after another, each doing a little
-# work, under Sonde at 100 Hz without a timeline ("sonde") or without Sonde
+# work, under Sonde at 10 Hz without a timeline ("sonde") or without Sonde
 # ("control"). Prints one JSON line: the threads made and Sonde's stats.
+#
+# 10 Hz, not the default 100: what a tick costs in calls (glibc's
+# pthread_kill asks getpid each time, the trigger and the pass read
+# clocks) grows with the run's length, not with its threads, and under
+# strace on a loaded machine the run of 3,000 threads lasts seconds longer
+# than the one of 1,000. At 100 Hz that added 0.6-0.7 getpid per thread in
+# a CI run and with two CPU hogs here, against 0.03 on a quiet machine.
 require "json"
 
 mode, count = ARGV
@@ -15,7 +22,7 @@ abort "usage: thread_syscalls.rb sonde|control COUNT" unless %w[sonde control].i
 count = Integer(count)
 if mode == "sonde"
   require "sonde"
-  Sonde.start(rate: 100, timeline: false)
+  Sonde.start(rate: 10, timeline: false)
 end
 count.times { Thread.new { Array.new(8) { |k| k * k }.sum }.join }
 facts = { ruby: RUBY_VERSION, mode: mode, threads: count }
