@@ -144,6 +144,41 @@ class SamplingTest < Minitest::Test
     end
   end
 
+  # A thread's state off the GVL follows the call it waits in, each time it
+  # waits: sleeping in sleep, blocked in a pipe read, turn by turn. (On 3.3+
+  # the verdict is kept while the thread has not taken the GVL again; one
+  # kept past that would call the reads sleeping.)
+  def test_a_thread_that_sleeps_then_reads_is_sleeping_then_blocked
+    out = File.join(@dir, "turns.pprof")
+    _, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY)
+      reader, writer = IO.pipe
+      Sonde.start(rate: 200)
+      turns = Thread.new do
+        Thread.current.name = "turns"
+        4.times { sleep 0.1; reader.read(1) }
+      end
+      4.times { sleep 0.2; writer.write("x") }
+      turns.join
+      Sonde.stop.write(#{out.inspect})
+    RUBY
+    assert_succeeded status, stderr
+    profile = Sonde::Pprof.read(out)
+    states_by_leaf = Hash.new { |hash, leaf| hash[leaf] = Hash.new(0) }
+    profile.samples.each do |sample|
+      next unless thread_name(sample) == "turns" && %w[sleeping blocked].include?(sample.labels["state"])
+
+      states_by_leaf[function_names(profile, sample).first][sample.labels["state"]] +=
+        sample.values[profile.value_index("wall-samples")]
+    end
+    assert_equal({ "sleeping" => states_by_leaf["Kernel#sleep"]["sleeping"] }, states_by_leaf["Kernel#sleep"],
+                 states_by_leaf.inspect)
+    assert_equal({ "blocked" => states_by_leaf["IO#read"]["blocked"] }, states_by_leaf["IO#read"], states_by_leaf.inspect)
+    # At least one sample in each turn (the trigger parks while both threads
+    # wait: a wait is one sample of its own length).
+    assert_operator states_by_leaf["Kernel#sleep"]["sleeping"], :>=, 4, states_by_leaf.inspect
+    assert_operator states_by_leaf["IO#read"]["blocked"], :>=, 4, states_by_leaf.inspect
+  end
+
   def test_shallow_stacks_are_not_marked
     out = File.join(@dir, "shallow.pprof")
     run_workload("deep_recursion", out, "10", "400")

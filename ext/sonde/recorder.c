@@ -778,21 +778,37 @@ static void log_timed_sample(recorder *rec, uint32_t sample_index, int64_t at_ns
 
 int64_t recorder_latest_moment_ns(const recorder *rec) { return rec ? rec->latest_moment_ns : 0; }
 
+static bool hint_names_sample(const recorder *rec, const recorder_sample_hint *hint, const sample_key *key) {
+  return hint != NULL && hint->generation == rec->generation && hint->sample_index_plus_one != 0 &&
+         hint->sample_index_plus_one <= rec->samples.count &&
+         sample_matches(rec, hint->sample_index_plus_one - 1, key);
+}
+
 int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *context,
                  const int64_t values[RECORDER_VALUE_COUNT]) {
+  return recorder_add_hinted(rec, stack_id, context, values, NULL);
+}
+
+int recorder_add_hinted(recorder *rec, uint32_t stack_id, const recorder_context *context,
+                        const int64_t values[RECORDER_VALUE_COUNT], recorder_sample_hint *hint) {
   if (!rec || !values || !context || stack_id >= rec->stacks.count || context->thread_index >= rec->threads.count)
     return -1;
   sample_key sample = {stack_id, context->thread_index, context->state, context->label_set, context->trace,
                        context->object_class};
-  uint32_t hash = hash_sample(stack_id, context->thread_index, context->state, context->label_set, &context->trace,
-                              context->object_class);
-  slot *found = sample_slot(rec, &sample, hash);
   uint32_t sample_index;
-  if (found->entry_plus_one) {
-    sample_index = found->entry_plus_one - 1;
+  if (hint_names_sample(rec, hint, &sample)) {
+    sample_index = hint->sample_index_plus_one - 1;
   } else {
-    if (reserve_sample(rec) != 0) return -1;
-    sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
+    uint32_t hash = hash_sample(stack_id, context->thread_index, context->state, context->label_set, &context->trace,
+                                context->object_class);
+    slot *found = sample_slot(rec, &sample, hash);
+    if (found->entry_plus_one) {
+      sample_index = found->entry_plus_one - 1;
+    } else {
+      if (reserve_sample(rec) != 0) return -1;
+      sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
+    }
+    if (hint != NULL) *hint = (recorder_sample_hint){.generation = rec->generation, .sample_index_plus_one = sample_index + 1};
   }
   add_values(rec->samples.entries[sample_index].values, values);
   if (rec->timeline && context->at_ns != 0) log_timed_sample(rec, sample_index, context->at_ns, values);

@@ -656,6 +656,8 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
       {context->sampling.off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
       {VM_THREAD_WAITING_FOR_GVL, waiting, 0, info->first_resume_ns},
   };
+  _Static_assert(sizeof(parts) / sizeof(parts[0]) == sizeof(context->sampling.wait_sample_hints) / sizeof(recorder_sample_hint),
+                 "one sample hint per part");
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
     if (parts[i].wall == 0 && parts[i].samples == 0) continue;
     int64_t values[RECORDER_VALUE_COUNT] = {
@@ -666,7 +668,8 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
     recorder_context sample_context = {.thread_index = thread_index, .state = parts[i].state,
                                        .label_set = context->sampling.label_set, .trace = context->sampling.trace,
                                        .at_ns = parts[i].ended_ns};
-    if (recorder_add(rec, context->sampling.stack_id, &sample_context, values) != 0) {
+    if (recorder_add_hinted(rec, context->sampling.stack_id, &sample_context, values,
+                            &context->sampling.wait_sample_hints[i]) != 0) {
       pass->dropped_samples++;
       return;
     }
@@ -795,6 +798,8 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
       {off_state, &split.off},
   };
   enum { PART_COUNT = sizeof(parts) / sizeof(parts[0]) };
+  _Static_assert(PART_COUNT == sizeof(context->sampling.wall_sample_hints) / sizeof(recorder_sample_hint),
+                 "one sample hint per part");
   // On the timeline the parts tile the time up to now, the part of the
   // state the thread is in now last: GVL times say how long each state
   // lasted, not when, and the state now is the one that lasts until now.
@@ -820,7 +825,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = (uint8_t)parts[i].state,
                                        .label_set = label_set, .trace = trace, .at_ns = ended_ns[i]};
-    if (recorder_add(rec, stack_id, &sample_context, values) != 0) {
+    if (recorder_add_hinted(rec, stack_id, &sample_context, values, &context->sampling.wall_sample_hints[i]) != 0) {
       pass->dropped_samples++;
       return;
     }

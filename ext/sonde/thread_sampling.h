@@ -47,6 +47,11 @@ typedef struct {
   trace_context trace;
   // The last stack interned for it (recorder_intern_stack_hinted).
   recorder_stack_hint stack_hint;
+  // Where its wall samples went, one per part of a sample (holding the
+  // GVL, waiting for it, off it) and per part of a credited wait
+  // (recorder_add_hinted).
+  recorder_sample_hint wall_sample_hints[3];
+  recorder_sample_hint wait_sample_hints[2];
 } thread_sampling;
 
 #endif

@@ -588,7 +588,16 @@ static void test_arena_growth_to_a_million_frames(void) {
 // The same workload recorded in steps (stack and thread interned, samples
 // added by id, with ids cached per pool entry as the sampling pass caches
 // them per thread) gives exactly what recorder_record gives.
+static int record_in_steps_hinted(recorder *rec, reference_model *model, const workload_sample *samples, size_t count,
+                                  recorder_sample_hint *hints);
+
 static int record_in_steps(recorder *rec, reference_model *model, const workload_sample *samples, size_t count) {
+  return record_in_steps_hinted(rec, model, samples, count, NULL);
+}
+
+// hints: one per pool thread (NULL: plain recorder_add).
+static int record_in_steps_hinted(recorder *rec, reference_model *model, const workload_sample *samples, size_t count,
+                                  recorder_sample_hint *hints) {
   static uint32_t stack_ids[STACK_POOL_SIZE], thread_ids[THREAD_POOL_SIZE];
   static uint64_t stack_generation[STACK_POOL_SIZE], thread_generation[THREAD_POOL_SIZE];
   memset(stack_generation, 0, sizeof(stack_generation));
@@ -609,8 +618,8 @@ static int record_in_steps(recorder *rec, reference_model *model, const workload
       if (ok) thread_generation[sample->thread] = generation;
     }
     recorder_context context = {.thread_index = thread_ids[sample->thread], .state = sample->state};
-    ok = ok && recorder_add(rec, stack_ids[sample->stack], &context,
-                            sample->values) == 0;
+    ok = ok && recorder_add_hinted(rec, stack_ids[sample->stack], &context, sample->values,
+                                   hints ? &hints[sample->thread] : NULL) == 0;
     if (ok) {
       reference_add(model, sample);
     } else {
@@ -645,6 +654,44 @@ static void test_recording_in_steps_matches_the_reference_model(void) {
   recorder_free(rec);
   free(model);
   free(samples);
+}
+
+// A sample hint is taken only when it names a sample with the very key,
+// in the recorder and generation it was filled for. Each sample of the
+// workload comes twice in a row (the second finds its hint), and each pool
+// thread has one hint, which its samples of other stacks and states take
+// over in turn; after a clear, and after hints were filled by another
+// recorder, the hints are stale. The recorder reads back as the model says.
+static void test_sample_hints_add_where_plain_adds(void) {
+  make_stack_pool(31);
+  enum { DISTINCT = RANDOM_SAMPLE_COUNT / 8 };
+  workload_sample *distinct = make_workload(32, DISTINCT);
+  workload_sample *samples = malloc(2 * DISTINCT * sizeof(*samples));
+  CHECK(samples != NULL);
+  for (size_t i = 0; i < DISTINCT; i++) samples[2 * i] = samples[2 * i + 1] = distinct[i];
+  recorder_sample_hint hints[THREAD_POOL_SIZE];
+  memset(hints, 0, sizeof(hints));
+  reference_model *model = new_model();
+  recorder *rec = new_recorder(), *other = new_recorder();
+  CHECK_EQ_INT(record_in_steps_hinted(rec, model, samples, 2 * DISTINCT, hints), 0);
+  check_matches_reference(rec, model);
+  // Stale: a clear changed the generation, the indexes name other samples.
+  recorder_clear(rec);
+  memset(model, 0, sizeof(*model));
+  CHECK_EQ_INT(record_in_steps_hinted(rec, model, samples + 1, DISTINCT, hints), 0);
+  check_matches_reference(rec, model);
+  // Filled by another recorder, then used here.
+  reference_model *other_model = new_model();
+  CHECK_EQ_INT(record_in_steps_hinted(other, other_model, samples + DISTINCT, DISTINCT, hints), 0);
+  CHECK_EQ_INT(record_in_steps_hinted(rec, model, samples + DISTINCT / 2, DISTINCT, hints), 0);
+  check_matches_reference(rec, model);
+  check_matches_reference(other, other_model);
+  recorder_free(rec);
+  recorder_free(other);
+  free(model);
+  free(other_model);
+  free(samples);
+  free(distinct);
 }
 
 static void test_steps_reject_ids_out_of_range(void) {
@@ -979,6 +1026,7 @@ int main(void) {
   RUN(test_arena_growth_to_a_million_frames);
   RUN(test_out_of_range_reads_are_zero);
   RUN(test_recording_in_steps_matches_the_reference_model);
+  RUN(test_sample_hints_add_where_plain_adds);
   RUN(test_steps_reject_ids_out_of_range);
   RUN(test_steps_out_of_memory_keep_the_accepted_samples);
   RUN(test_label_sets_split_samples_and_record_without_allocating);
