@@ -696,7 +696,8 @@ static bool frames_equal(const recorder_frame *a, const recorder_frame *b) {
 }
 
 // The hint becomes this stack; emptied when it cannot hold it.
-static void remember_hint(recorder *rec, recorder_stack_hint *hint, const recorder_frame *frames, uint32_t depth) {
+static void remember_hint(recorder *rec, recorder_stack_hint *hint, const recorder_frame *frames, uint32_t depth,
+                          uint32_t stack_id) {
   hint->depth = 0;
   if (depth > hint->capacity) {
     uint32_t capacity = hint->capacity;
@@ -712,6 +713,7 @@ static void remember_hint(recorder *rec, recorder_stack_hint *hint, const record
     memcpy(hint->location_indexes, rec->scratch, (size_t)depth * sizeof(uint32_t));
   }
   hint->depth = depth;
+  hint->stack_id = stack_id;
   hint->generation = rec->generation;
 }
 
@@ -729,9 +731,16 @@ int recorder_intern_stack_hinted(recorder *rec, const recorder_frame *frames, ui
       rec->scratch[depth - 1 - shared] = hint->location_indexes[hint->depth - 1 - shared];
       shared++;
     }
+    // The hint's very stack (a thread that ran and came back to where it
+    // waited): no hashing, no lookup, and the hint stays as it is. (An
+    // emptied hint has depth 0, so never matches here.)
+    if (depth > 0 && shared == depth && depth == hint->depth) {
+      *stack_id = hint->stack_id;
+      return 0;
+    }
   }
   if (intern_stack_from(rec, frames, depth, depth - shared, stack_id) != 0) return -1;
-  remember_hint(rec, hint, frames, depth);
+  remember_hint(rec, hint, frames, depth, *stack_id);
   return 0;
 }
 

@@ -127,6 +127,7 @@ typedef struct {
   recorder_frame *frames;     // the last stack, leaf first
   uint32_t *location_indexes; // its locations
   uint32_t depth, capacity;
+  uint32_t stack_id; // what it was interned as: the same stack again is that id, found by comparing alone
 } recorder_stack_hint;
 
 // recorder_intern_stack, with the thread's hint (NULL: none), which it then
