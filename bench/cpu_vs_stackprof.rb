@@ -5,8 +5,12 @@
 # sys of every thread, the profilers' own included) under Sonde and under
 # StackProf's cpu mode, both at the same rate, against no profiler.
 #
-#   ruby bench/cpu_vs_stackprof.rb [ROUNDS] [RATE]     (rake bench:cpu_vs_stackprof)
-#   SONDE_BENCH_RUBIES=3.1,3.3 ...                     also on 3.3 (script/ruby33)
+#   ruby bench/cpu_vs_stackprof.rb [ROUNDS] [RATE] [SLICES] [SLICE_REQUESTS]
+#                                          (rake bench:cpu_vs_stackprof)
+#   SONDE_BENCH_RUBIES=3.1,3.3 ...         also on 3.3 (script/ruby33)
+#
+# ROUNDS of separate processes (0: none), then SLICES rounds of slices of
+# SLICE_REQUESTS requests in one process (defaults 30, 100 Hz, 100, 2500).
 #
 # Each round runs none (twice: "none (A/A)" is the second, whose ratio to
 # the first is the noise left after pairing), sonde and stackprof-cpu once
@@ -36,13 +40,15 @@ module SondeBench
     # Work per run, as SONDE_BENCH_WORK_SCALE: about 1 s of CPU.
     SCALE = 0.5
 
-    # Rounds and requests per slice of the one-process comparison (a slice
-    # is about 0.15 s of CPU here).
+    # Rounds and requests per slice of the one-process comparison, by
+    # default (a slice of 2500 is about 0.4 s of CPU here).
     IN_PROCESS_ROUNDS = 100
     SLICE_REQUESTS = 2500
 
-    def initialize(rounds:, rate:, rubies:)
+    def initialize(rounds:, rate:, rubies:, slices: IN_PROCESS_ROUNDS, slice_requests: SLICE_REQUESTS)
       @rounds = rounds
+      @slices = slices
+      @slice_requests = slice_requests
       @rate = rate
       @rubies = rubies
       @runs = Hash.new { |hash, key| hash[key] = [] } # [ruby series, profiler] => [cpu_s per round]
@@ -64,7 +70,7 @@ module SondeBench
         $stderr.puts
         @in_process = @rubies.to_h { |ruby| [ruby.series, in_process(ruby, dir)] }
       end
-      report
+      report if @rounds.positive?
       report_in_process
     end
 
@@ -91,11 +97,11 @@ module SondeBench
     end
 
     def in_process(ruby, dir)
-      $stderr.puts "one process, #{ruby.name}: #{IN_PROCESS_ROUNDS} rounds"
+      $stderr.puts "one process, #{ruby.name}: #{@slices} rounds"
       env, command = ruby.command({})
       lib = File.join(dir, "lib")
       script = File.join(__dir__, "cpu_in_process.rb")
-      output = IO.popen(env, [*command, "-I", lib, script, IN_PROCESS_ROUNDS.to_s, @rate.to_s, SLICE_REQUESTS.to_s],
+      output = IO.popen(env, [*command, "-I", lib, script, @slices.to_s, @rate.to_s, @slice_requests.to_s],
                         chdir: Child::ROOT, err: %i[child out], &:read)
       raise Child::Failure, "cpu_in_process on #{ruby.name} failed:\n#{output}" unless $?.success?
 
@@ -104,7 +110,7 @@ module SondeBench
 
     def report_in_process
       puts
-      puts "In one process: #{IN_PROCESS_ROUNDS} rounds of #{SLICE_REQUESTS}-request slices, none / sonde / " \
+      puts "In one process: #{@slices} rounds of #{@slice_requests}-request slices, none / sonde / " \
            "stackprof-cpu shuffled in each (bench/cpu_in_process.rb)"
       @rubies.each do |ruby|
         slices = @in_process.fetch(ruby.series).fetch("slices")
@@ -160,8 +166,11 @@ end
 if $PROGRAM_NAME == __FILE__
   rounds = Integer(ARGV[0] || 30)
   rate = Integer(ARGV[1] || 100)
+  slices = Integer(ARGV[2] || SondeBench::CpuVersusStackprof::IN_PROCESS_ROUNDS)
+  slice_requests = Integer(ARGV[3] || SondeBench::CpuVersusStackprof::SLICE_REQUESTS)
   rubies = SondeBench::RubyTarget.for(ENV.fetch("SONDE_BENCH_RUBIES", SondeBench::Peers.ruby_series))
   missing = rubies.reject(&:available?)
   abort missing.map(&:reason).join("\n") unless missing.empty?
-  SondeBench::CpuVersusStackprof.new(rounds: rounds, rate: rate, rubies: rubies).run
+  SondeBench::CpuVersusStackprof.new(rounds: rounds, rate: rate, rubies: rubies, slices: slices,
+                                     slice_requests: slice_requests).run
 end

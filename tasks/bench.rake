@@ -32,11 +32,12 @@ namespace :bench do
     sh RbConfig.ruby, "-Ilib", ALLOC_IN_PROCESS, "1"
   end
 
-  desc "Sonde vs StackProf cpu mode, process CPU of the cpu workload, many interleaved rounds (ROUNDS=30 RATE=100; ~3 min)"
+  desc "Sonde vs StackProf cpu mode, process CPU of the cpu workload, many interleaved rounds (ROUNDS=30 RATE=100 " \
+       "SLICES=100 SLICE_REQUESTS=2500; ~6 min)"
   task cpu_vs_stackprof: :compile do
     sh RUBY33, "rake", "compile" if ENV.fetch("SONDE_BENCH_RUBIES", "").include?("3.3")
     sh RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_vs_stackprof.rb"), ENV.fetch("ROUNDS", "30"),
-       ENV.fetch("RATE", "100")
+       ENV.fetch("RATE", "100"), ENV.fetch("SLICES", "100"), ENV.fetch("SLICE_REQUESTS", "2500")
   end
 
   desc "Sonde vs StackProf cpu mode, Datadog, and on 3.3 Vernier and pf2, counted under perf: each one's share of " \
