@@ -817,7 +817,9 @@ int recorder_add_hinted(recorder *rec, uint32_t stack_id, const recorder_context
       if (reserve_sample(rec) != 0) return -1;
       sample_index = insert_sample(rec, sample_slot(rec, &sample, hash), &sample, hash);
     }
-    if (hint != NULL) *hint = (recorder_sample_hint){.generation = rec->generation, .sample_index_plus_one = sample_index + 1};
+    if (hint != NULL) {
+      *hint = (recorder_sample_hint){.generation = rec->generation, .sample_index_plus_one = sample_index + 1};
+    }
   }
   add_values(rec->samples.entries[sample_index].values, values);
   if (rec->timeline && context->at_ns != 0) log_timed_sample(rec, sample_index, context->at_ns, values);

@@ -140,11 +140,10 @@ int recorder_add(recorder *rec, uint32_t stack_id, const recorder_context *conte
 
 // Where a caller's last sample of one kind went (a thread's wall sample in
 // one state, say), so that the next one with the same key skips the hash
-// lookup: a thread that waits adds to the same sample pass after pass, and
-// the lookup was a third of what adding a sample cost in a Rails-shaped
-// worker's pass (a cache miss or two in the index). Trusted only for the
-// generation it was filled in and when the sample it names has the very
-// key. Zero-initialized by the caller.
+// lookup (a cache miss or two in the index): a thread that waits adds to
+// the same sample pass after pass. Trusted only for the generation it was
+// filled in and when the sample it names has the very key.
+// Zero-initialized by the caller.
 typedef struct {
   uint64_t generation;
   uint32_t sample_index_plus_one; // 0: none

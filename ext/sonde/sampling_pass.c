@@ -656,7 +656,8 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
       {context->sampling.off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
       {VM_THREAD_WAITING_FOR_GVL, waiting, 0, info->first_resume_ns},
   };
-  _Static_assert(sizeof(parts) / sizeof(parts[0]) == sizeof(context->sampling.wait_sample_hints) / sizeof(recorder_sample_hint),
+  _Static_assert(sizeof(parts) / sizeof(parts[0]) ==
+                     sizeof(context->sampling.wait_sample_hints) / sizeof(context->sampling.wait_sample_hints[0]),
                  "one sample hint per part");
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
     if (parts[i].wall == 0 && parts[i].samples == 0) continue;
@@ -798,7 +799,8 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
       {off_state, &split.off},
   };
   enum { PART_COUNT = sizeof(parts) / sizeof(parts[0]) };
-  _Static_assert(PART_COUNT == sizeof(context->sampling.wall_sample_hints) / sizeof(recorder_sample_hint),
+  _Static_assert(PART_COUNT ==
+                     sizeof(context->sampling.wall_sample_hints) / sizeof(context->sampling.wall_sample_hints[0]),
                  "one sample hint per part");
   // On the timeline the parts tile the time up to now, the part of the
   // state the thread is in now last: GVL times say how long each state

@@ -396,9 +396,8 @@ static bool leaf_is_a_sleep(VALUE thread) {
 }
 
 // leaf_is_a_sleep for a thread not holding the GVL, judged once per
-// acquisition: reading the leaf frame was most of listing the threads of a
-// Rails-shaped worker (8.7 us of a 46 us pass on 3.4, 9 threads), where
-// parked threads keep their leaf pass after pass.
+// acquisition: reading the leaf frame was most of what listing the threads
+// cost, and a parked thread keeps its leaf pass after pass.
 static vm_thread_state off_gvl_leaf_state(VALUE thread, thread_record *record) {
   uint64_t acquisitions = shared_load_relaxed(&record->acquisitions);
   if (record->leaf_judged_at != acquisitions + 1) {
