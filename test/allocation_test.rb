@@ -145,12 +145,19 @@ class AllocationTest < Minitest::Test
 
   # The VM's own objects (imemos) keep data in their class word: sampled
   # at every allocation across many GCs, none may be taken for a class
-  # (the GC mark phase would crash on it).
+  # (the GC mark phase would crash on it). Nor may their samples merge
+  # with the time samples of the same stack: with no class of their own
+  # they were keyed like a time sample, and 52-114 CPU or wall samples of
+  # each such run read as allocations of "(VM internal)".
   def test_the_vm_internal_objects_are_sampled_without_a_class
     _facts, profile, = profile_of("internals", 1)
     internal = total(profile, "alloc-samples") { |s| class_of(s) == "(VM internal)" }
     assert_operator internal, :>, 10_000, "imemos allocated by blocks and ifuncs"
     assert_operator total(profile, "alloc-samples") { |s| class_of(s) == "Array" }, :>, 100_000
+    time_types = %w[cpu-time cpu-samples wall-time wall-samples].map { |type| profile.value_index(type) }
+    classed_time = profile.samples.count { |s| class_of(s) && time_types.any? { |i| s.values[i] != 0 } }
+    assert_equal 0, classed_time, "time samples that carry an allocation class"
+    assert_operator total(profile, "cpu-samples"), :>, 0, "CPU samples, to merge with if keyed alike"
   end
 
   def test_allocation_samples_take_no_cpu_or_wall_time_and_cpu_samples_no_allocations

@@ -236,11 +236,11 @@ static bool same_sample(const capture *a, const capture *b) {
   return true;
 }
 
-// The class of a newly allocated object, or 0 for the VM's own objects.
-// Hidden objects have klass 0 already; an imemo (and a parser node) uses
-// its klass word for data of its own (an ifunc's pointer, a cref's
-// value), which must never be taken for a class: the GC would be asked to
-// mark it (the crash `rake bench:alloc` found on 3.3).
+// The class of a newly allocated object, or SAMPLE_CLASS_VM_INTERNAL for
+// the VM's own objects. Hidden objects have klass 0; an imemo (and a
+// parser node) uses its klass word for data of its own (an ifunc's
+// pointer, a cref's value), which must never be taken for a class: the GC
+// would be asked to mark it (the crash `rake bench:alloc` found on 3.3).
 static uint64_t class_of_new_object_no_alloc(VALUE object) {
   switch (RB_BUILTIN_TYPE(object)) {
     case RUBY_T_IMEMO:
@@ -248,9 +248,11 @@ static uint64_t class_of_new_object_no_alloc(VALUE object) {
     case RUBY_T_NONE:
     case RUBY_T_ZOMBIE:
     case RUBY_T_MOVED:
-      return 0;
-    default:
-      return RBASIC_CLASS(object);
+      return SAMPLE_CLASS_VM_INTERNAL;
+    default: {
+      VALUE klass = RBASIC_CLASS(object);
+      return klass != 0 ? klass : SAMPLE_CLASS_VM_INTERNAL;
+    }
   }
 }
 
@@ -317,7 +319,7 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
   }
   slot->sequence = capture_buffer_next_sequence_signal_safe(alloc->captures);
   // The VM's own objects (no class) are not followed: they get no object id.
-  if (alloc->tracker != NULL && slot->object_class != 0) {
+  if (alloc->tracker != NULL && slot->object_class > SAMPLE_CLASS_LAST_SENTINEL) {
     heap_tracker_track_no_alloc(alloc->tracker, object, slot->object_class, weight, slot->tid, slot->sequence);
   }
   alloc->recent[alloc->recent_next % RECENT_SLOTS].slot = slot;
@@ -521,7 +523,7 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   if (context != NULL && drain->keep_unmet) thread_contexts_refresh_name_now(context);
   uint32_t depth = stacks_from_capture(captured, alloc->frames, alloc->max_frames);
   uint32_t weight = captured->weight;
-  if (alloc->tracker != NULL && captured->object_class != 0) {
+  if (alloc->tracker != NULL && captured->object_class > SAMPLE_CLASS_LAST_SENTINEL) {
     uint64_t identity = identity_of(captured->object);
     if (identity == 0 || heap_tracker_set_stack(alloc->tracker, captured->object, captured->sequence, weight, identity,
                                                 alloc->frames, depth) != 0) {
@@ -831,7 +833,7 @@ static void stop_alloc(sonde_run *run) {
 }
 
 static void mark_class_of(const capture *slot, void *unused) {
-  if (slot->object_class != 0) rb_gc_mark((VALUE)slot->object_class);
+  if (slot->object_class > SAMPLE_CLASS_LAST_SENTINEL) rb_gc_mark((VALUE)slot->object_class);
 }
 
 // A sample waiting to be recorded keeps its object alive, so that the id
@@ -839,13 +841,13 @@ static void mark_class_of(const capture *slot, void *unused) {
 // ones (those with a class): a slot merged into or lost was never tracked,
 // and its object is not in the slot.
 static void mark_object_of(const capture *slot, void *unused) {
-  if (slot->object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)slot->object);
+  if (slot->object_class > SAMPLE_CLASS_LAST_SENTINEL) rb_gc_mark((VALUE)slot->object);
 }
 
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
 static void mark_recorded_class(uint64_t object_class) {
-  if (object_class > SAMPLE_CLASS_UNKNOWN) rb_gc_mark((VALUE)object_class);
+  if (object_class > SAMPLE_CLASS_LAST_SENTINEL) rb_gc_mark((VALUE)object_class);
 }
 
 static void mark_alloc(const sonde_run *run) {

@@ -274,7 +274,7 @@ static int64_t class_name_index(export_run *run, uint64_t object_class) {
   VALUE klass = (VALUE)object_class;
   if (object_class == SAMPLE_CLASS_UNKNOWN) {
     index = pprof_cstring(run->builder, "(unknown)");
-  } else if (object_class == 0 || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
+  } else if (object_class <= SAMPLE_CLASS_LAST_SENTINEL || !(RB_TYPE_P(klass, T_CLASS) || RB_TYPE_P(klass, T_ICLASS))) {
     index = pprof_cstring(run->builder, "(VM internal)");
   } else {
     index = intern_ruby_string(run->builder, rb_class_path(rb_class_real(klass)));

@@ -26,6 +26,7 @@
 #include "ractor_accounting.h"
 #include "recorder_slots.h"
 #include "run.h"
+#include "sample_constants.h"
 #include "sampling_pass.h"
 #include "scheduler.h"
 #include "signal_sampler.h"
@@ -77,7 +78,9 @@ static VALUE profiler_holder = Qnil;
 
 static void mark_frame(uint64_t frame_id, void *unused) { stacks_mark(frame_id); }
 
-static void mark_object_class(uint64_t object_class) { rb_gc_mark((VALUE)object_class); }
+static void mark_object_class(uint64_t object_class) {
+  if (object_class > SAMPLE_CLASS_LAST_SENTINEL) rb_gc_mark((VALUE)object_class);
+}
 
 static void mark_profiler(void *data) {
   profiler_state *state = data;
