@@ -115,7 +115,8 @@ void vm_note_current_thread_end_cpu(int64_t cpu_ns);
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads);
 
 // Ruby 3.3+: the sum of every ended thread's CPU clock as its EXITED event
-// read it, since Sonde loaded (any Ractor's threads; it only grows), for
+// read it, for the threads that ended while a run was active (from
+// vm_begin_run to vm_end_run; any Ractor's threads; it only grows), for
 // exit_cpu.h. Any thread; atomic. -1 on Ruby 3.1 (no EXITED event).
 int64_t vm_exited_threads_clock_ns(void);
 

@@ -20,11 +20,12 @@
 // - Everything else runs with the GVL (a sampling pass), which is what keeps
 //   other threads' frames still and stops threads from dying while we read.
 //
-// What a thread record knows, and since when: its tid from the start, its
-// pthread from its first GVL switch (RESUMED runs on the thread itself).
-// A thread that existed before Sonde loaded gets its record at the first
-// sampling pass that meets it, from Thread#native_thread_id; its CPU clock
-// comes from the tid, so it is sampled from then on.
+// What a thread record knows, and since when: its tid and pthread from its
+// first GVL switch (RESUMED runs on the thread itself). Records are made
+// during runs only (see run_active): a thread that existed before Sonde
+// loaded, or started while no run was active, gets its record when a run
+// begins (vm_begin_run), from Thread#native_thread_id; its CPU clock comes
+// from the tid, so it is sampled from then on.
 //
 // GVL times: each record keeps what its thread's events say it did, and
 // since when: time holding the GVL, waiting for it, and off it. A hook
@@ -127,6 +128,13 @@ static int64_t exited_clock_total_ns;
 #define RECENT_EXITS 256
 static pid_t recent_exits[RECENT_EXITS];
 static uint64_t recent_exit_count;
+// Set (atomic) from vm_begin_run to vm_end_run. A program that loaded
+// Sonde without starting it pays the hooks' dispatch and nothing more for
+// a thread that starts and ends then: no record is made for it (a run
+// meets it late, from Thread#native_thread_id), no tid asked for and no
+// EXITED clock read (system calls; exit_cpu.h takes its baseline after the
+// run began). Records made during a run keep their times between runs.
+static int run_active;
 
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
@@ -243,8 +251,9 @@ static void clear_gvl_owner_if(const thread_record *record) {
 // adds; nothing when the record is another native thread's (checked
 // against its pthread: no system call).
 // The same clock reading goes into exited_clock_total_ns, every thread's
-// (of any Ractor, Sonde running or not), for exit_cpu.h.
+// (of any Ractor) while a run is active, for exit_cpu.h.
 static void add_cpu_after_end(const thread_record *record) {
+  if (!shared_load_relaxed(&run_active)) return;
   if (record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
   int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
   if (now < 0) return;
@@ -280,22 +289,25 @@ int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
 // The one hook; see the top of the file for what it may do. Only RESUMED is
 // sure to run on the thread it is about (the thread takes the GVL itself;
 // Ruby 3.3 runs a new thread's READY on the thread that created it), so a
-// thread's record is made at its first RESUMED, where pthread_self() and
-// the tid are its own. Events before that have no record to update.
+// thread's pthread and tid are taken at its first RESUMED. Its record is
+// made at its first READY or RESUMED during a run (run_active); events
+// with no record have nothing to update.
 static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal_thread_event_data_t *event_data,
                                         void *unused) {
   VALUE thread = event_data->thread;
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
 
+  bool in_run = shared_load_relaxed(&run_active) != 0;
   if (event & RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
     if (record == NULL) {
+      if (!in_run) return;
       record = new_record_for_current_thread();
       if (record == NULL) return; // out of memory: this thread is not sampled
       rb_internal_thread_specific_set(thread, record_key, record);
     } else {
       // Made before the thread first ran here: now its pthread (and tid) are known.
       if (record->pthread == 0) record->pthread = pthread_self();
-      if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
+      if (record->tid == 0 && in_run) record->tid = (pid_t)syscall(SYS_gettid);
       record_event(record, GVL_EVENT_RESUMED);
     }
     shared_add_relaxed(&record->acquisitions, 1);
@@ -310,7 +322,7 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
   }
   // A new thread's first READY runs on the thread that created it: the
   // record starts its wait for the GVL, pthread and tid come at RESUMED.
-  if (record == NULL && (event & RUBY_INTERNAL_THREAD_EVENT_READY)) {
+  if (record == NULL && in_run && (event & RUBY_INTERNAL_THREAD_EVENT_READY)) {
     record = new_record(0, 0, GVL_EVENT_READY);
     if (record != NULL) rb_internal_thread_specific_set(thread, record_key, record);
     return;
@@ -444,6 +456,8 @@ static vm_thread_state off_gvl_state_of(VALUE thread, thread_record *record, vm_
 static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
   if (record != NULL && record->pid == pid) {
+    // Resumed first between runs: its own tid, asked for now.
+    if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
     if (!record_of_main_ractor(record)) {
       mark_of_main_ractor(record);
       set_gvl_owner_to_current_thread(); // it holds the GVL now: its RESUMED came before the mark
@@ -565,6 +579,7 @@ static void on_thread_end(VALUE tracepoint, void *unused) {
 }
 
 void vm_begin_run(void) {
+  shared_store_seq(&run_active, 1);
   registry = rb_ary_new();
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
   VALUE current = rb_thread_current();
@@ -595,6 +610,7 @@ void vm_begin_run(void) {
 }
 
 void vm_end_run(void) {
+  shared_store_seq(&run_active, 0);
   if (!NIL_P(registry_begin_hook)) rb_tracepoint_disable(registry_begin_hook);
   registry_begin_hook = Qnil;
   if (!NIL_P(registry_end_hook)) rb_tracepoint_disable(registry_end_hook);
@@ -721,6 +737,7 @@ static int depth_count_busy;
 // The parent's ended threads' CPU is the parent's.
 void vm_forget_after_fork(void) {
   shared_store_release(&depth_count_busy, 0);
+  shared_store_seq(&run_active, 0); // the parent's run is not the child's
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
 }

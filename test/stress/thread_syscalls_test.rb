@@ -15,9 +15,10 @@ require_relative "stress_helper"
 # start-up and the passes left out. Sonde's own calls for a thread that
 # ends before a pass meets it are one read of its CPU clock at its end, and
 # on 3.3+ a second at its exit and its tid: no CPU timer, which the first
-# pass to meet a thread arms (thread_end_test.rb checks both sides). Checked on the
-# host's Ruby (3.1) and on 3.3 and 3.4 through script/ruby (skipped,
-# saying so, without root).
+# pass to meet a thread arms (thread_end_test.rb checks both sides). Once
+# a run has stopped, a thread costs none of those calls: Sonde records
+# threads only during a run. Checked on the host's Ruby (3.1) and
+# on 3.3 and 3.4 through script/ruby (skipped, saying so, without root).
 class ThreadSyscallsTest < Minitest::Test
   include SondeStress::Assertions
 
@@ -35,6 +36,11 @@ class ThreadSyscallsTest < Minitest::Test
   MAX_EXTRA_CALLS = 4.0
   # getpid on its own: 0.0 counted (13.1 before).
   MAX_EXTRA_GETPID = 0.5
+  # After a run stopped: counted 0.0 on 3.4, 0.06 (getpid) on 3.1 and 0.07
+  # (clock_gettime) on 3.3, what two runs' lengths differ by; 2.0 on 3.3
+  # and 3.4 (gettid and the EXITED clock) when the hooks made records
+  # between runs too.
+  MAX_EXTRA_CALLS_STOPPED = 0.25
 
   def setup
     skip "strace is not installed (script/setup installs it)" unless system("strace -V > /dev/null 2>&1")
@@ -63,10 +69,13 @@ class ThreadSyscallsTest < Minitest::Test
   end
 
   def check(ruby)
-    control, sonde = per_thread(ruby, "control"), per_thread(ruby, "sonde")
+    control, sonde, stopped = %w[control sonde stopped].map { |mode| per_thread(ruby, mode) }
     extra = SONDE_CALLS.to_h { |name| [name, (sonde.fetch(name, 0) - control.fetch(name, 0)).round(2)] }
+    extra_stopped = SONDE_CALLS.to_h { |name| [name, (stopped.fetch(name, 0) - control.fetch(name, 0)).round(2)] }
     version = ruby || RUBY_VERSION
-    SondeStress.record("thread syscalls #{version}", extra: extra)
+    SondeStress.record("thread syscalls #{version}", extra: extra, extra_stopped: extra_stopped)
+    assert_operator extra_stopped.values.sum, :<=, MAX_EXTRA_CALLS_STOPPED,
+                    "Ruby #{version}, after Sonde stopped: more calls per thread #{extra_stopped}"
     assert_operator extra.fetch("getpid"), :<=, MAX_EXTRA_GETPID, "Ruby #{version}: more calls per thread #{extra}"
     assert_operator extra.values.sum, :<=, MAX_EXTRA_CALLS, "Ruby #{version}: more calls per thread #{extra}"
     # A thread gone before any pass needs no timer: 1.0 before.
