@@ -16,10 +16,12 @@
 #     CPU timers that send them (the same kernel functions for StackProf's
 #     ITIMER_PROF and the per-thread timers of Sonde, Datadog and pf2).
 #
-# The workload is bench/workloads/cpu.rb, at 100 and 1000 Hz, unless
-# `--workload thread_starts` asks for threads started and joined one after
-# another (workloads/thread_starts.rb, at 100 Hz): what each profiler's
-# thread hooks cost, issue 23's question.
+# The workload is bench/workloads/cpu.rb, at 100 and 1000 Hz. Threads that
+# start and end by the thousand are not counted this way: perf's cpu-clock
+# sampling gives each thread a period counter of its own, and a thread that
+# ends before one period of CPU is never sampled (on Ruby 3.3+, where each
+# Ruby thread is a new native thread, perf saw a fifth of such a process's
+# CPU). bench/thread_start_cost.rb times them in one process instead.
 #
 # Timing whole runs on this machine moves by more than the 0.3% the target
 # is about (bench/RESULTS.md's A/A rows); a count of where the CPU went
@@ -27,7 +29,7 @@
 # what a profiler does to the rest of the program (caches, an allocation
 # slow path), which the timed benchmarks see.
 #
-#   ruby bench/cpu_cost_perf.rb [REPEATS] [--workload NAME]   (rake bench:cpu_perf; REPEATS=3)
+#   ruby bench/cpu_cost_perf.rb [REPEATS]   (rake bench:cpu_perf; REPEATS=3)
 #   SONDE_BENCH_RUBIES=3.1,3.3 ruby bench/cpu_cost_perf.rb     also on 3.3 (rake bench:cpu_perf does both)
 #
 # On 3.3 and 3.4 perf runs on the host and records script/ruby and the
@@ -83,18 +85,15 @@ module SondeBench
       "3.4" => ENV.fetch("SONDE_RUBY34_CHROOT", "/var/cache/sonde/sid-ruby34")
     }.freeze
     TARGET_POINTS = 0.3
-    # Each workload's rates and size (its scale).
-    WORKLOADS = {
-      "cpu" => { rates: [100, 1000], scale: 3.0 },
-      "thread_starts" => { rates: [100], scale: 2.0 }
-    }.freeze
+    WORKLOAD = "cpu"
+    RATES = [100, 1000].freeze
+    SCALE = 3.0
 
-    def initialize(repeats:, rubies:, workload: "cpu")
+    def initialize(repeats:, rubies:)
       @repeats = repeats
       @rubies = rubies
-      @workload = workload
-      @rates = WORKLOADS.fetch(workload).fetch(:rates)
-      @scale = WORKLOADS.fetch(workload).fetch(:scale)
+      @rates = RATES
+      @scale = SCALE
       @shares = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -140,15 +139,13 @@ module SondeBench
       data = File.join(dir, "cost.perf.data")
       perf = ["perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", PERF_FREQUENCY_HZ.to_s, "-m",
               PERF_BUFFER_PAGES.to_s, "--call-graph", CALL_GRAPH, "-o", data, "--"]
-      result = child.run(@workload, profiler: profiler, rate: rate, scale: @scale, ruby: ruby, prefix: perf)
+      result = child.run(WORKLOAD, profiler: profiler, rate: rate, scale: @scale, ruby: ruby, prefix: perf)
       paths = ruby.host ? [] : ["--symfs=#{@symfs.fetch(ruby.series)}", "--kallsyms=/proc/kallsyms"]
       script, err, status = Open3.capture3("perf", "script", "-i", data, *paths, "--no-inline", "-F",
                                            "comm,pid,tid,ip,sym,dso")
       raise Child::Failure, "perf script failed: #{err.lines.last}" unless status.success?
 
-      threads = result.details.fetch("threads", 0) + result.details.fetch("warmup_threads", 0)
-      count(script, PROFILERS.fetch(profiler)).merge(taken: samples_taken(profiler, result.hook), cpu_s: result.cpu_s,
-                                                     threads: threads)
+      count(script, PROFILERS.fetch(profiler)).merge(taken: samples_taken(profiler, result.hook), cpu_s: result.cpu_s)
     ensure
       File.delete(data) if data && File.exist?(data)
     end
@@ -194,7 +191,7 @@ module SondeBench
     end
 
     def report
-      puts "#{@workload} workload (scale #{@scale}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
+      puts "#{WORKLOAD} workload (scale #{@scale}), #{@repeats} run(s) per Ruby, profiler and rate, shuffled in each repeat, " \
            "under `perf record -e cpu-clock -F #{PERF_FREQUENCY_HZ} --call-graph #{CALL_GRAPH}`; shares of the " \
            "Ruby process's CPU samples, median over runs, each run's total in brackets; load average " \
            "#{load_average} at the end"
@@ -208,34 +205,25 @@ module SondeBench
 
     def report_rate(ruby, rate)
       puts
-      per_thread = @workload == "thread_starts"
       puts "| #{ruby.name}, #{rate} Hz | in its code or threads | in the kernel's signal delivery | total (each run) | " \
-           "perf samples per run | what it took, per CPU second |#{" its CPU per thread started (us) |" if per_thread}"
-      puts "|---|---|---|---|---|---|#{"---|" if per_thread}"
+           "perf samples per run | what it took, per CPU second |"
+      puts "|---|---|---|---|---|---|"
       totals = (PROFILERS.keys - @missing[ruby.series].keys).to_h do |profiler|
         runs = @shares[[ruby.series, rate, profiler]]
         total = median(runs.map { |run| run[:own] + run[:kernel] })
-        puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |%s", profiler, median(runs.map { |run| run[:own] }) * 100,
+        puts format("| %s | %.2f%% | %.2f%% | %.2f%% (%s) | %d | %s |", profiler, median(runs.map { |run| run[:own] }) * 100,
                     median(runs.map { |run| run[:kernel] }) * 100, total * 100,
                     runs.map { |run| format("%.2f", (run[:own] + run[:kernel]) * 100) }.join(", "),
-                    median(runs.map { |run| run[:samples] }), taken_text(runs),
-                    per_thread ? format(" %.2f |", median(runs.map { |run| cpu_per_thread_us(run) })) : "")
+                    median(runs.map { |run| run[:samples] }), taken_text(runs))
         [profiler, total]
       end
-      return unless @workload == "cpu" && totals.key?("sonde") && totals.key?("stackprof-cpu")
+      return unless totals.key?("sonde") && totals.key?("stackprof-cpu")
 
       difference = (totals.fetch("sonde") - totals.fetch("stackprof-cpu")) * 100
       verdict = rate == 100 ? (difference <= TARGET_POINTS ? "met" : "NOT met") : "for reference"
       puts
       puts format("Sonde - StackProf on %s at %d Hz: %+.2f%% of the process's CPU (target <= +%.1f%% at 100 Hz): %s",
                   ruby.name, rate, difference, TARGET_POINTS, verdict)
-    end
-
-    # The profiler's samples (its code, threads and signals), in
-    # microseconds of CPU, over every thread the run started: its start-up
-    # and stop, spread over them, are in it too.
-    def cpu_per_thread_us(run)
-      (run[:own] + run[:kernel]) * run[:samples] / PERF_FREQUENCY_HZ * 1e6 / run[:threads]
     end
 
     def taken_text(runs)
@@ -251,9 +239,5 @@ if $PROGRAM_NAME == __FILE__
                                          .sub("host", SondeBench::Peers.ruby_series))
   missing = rubies.reject(&:available?)
   abort missing.map(&:reason).join("\n") unless missing.empty?
-  workload = ARGV.include?("--workload") ? ARGV.delete_at(ARGV.index("--workload") + 1) : "cpu"
-  ARGV.delete("--workload")
-  abort "--workload #{workload}: expected one of #{SondeBench::CpuCostPerf::WORKLOADS.keys.join(", ")}" unless
-    SondeBench::CpuCostPerf::WORKLOADS.key?(workload)
-  SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3")), rubies: rubies, workload: workload).run
+  SondeBench::CpuCostPerf.new(repeats: Integer(ARGV.fetch(0, "3")), rubies: rubies).run
 end

@@ -136,32 +136,17 @@ namespace :bench do
        ENV.fetch("SECONDS", "4")
   end
 
-  desc "What starting and ending a thread costs (5,000 threads started and joined; none twice, Sonde, StackProf " \
-       "cpu, Datadog, and on 3.3+ Vernier and pf2, at 100 Hz), 3.1, 3.3 and 3.4: timed in interleaved rounds " \
-       "(ROUNDS=9 THREADS=5000), then counted under perf (REPEATS=3), ~10 min; writes " \
-       "bench/THREAD_START_RESULTS.md or $SONDE_BENCH_THREAD_START_RESULTS"
+  desc "What starting and ending a thread costs (threads started and joined; none twice, Sonde, StackProf cpu, " \
+       "Datadog, and on 3.3+ Vernier and pf2, at 100 Hz), 3.1, 3.3 and 3.4: timed in separate processes in " \
+       "interleaved rounds (ROUNDS=9 THREADS=5000), then in one process in paired slices (SLICES=100 " \
+       "SLICE_THREADS=1000), ~15 min; writes bench/THREAD_START_RESULTS.md or $SONDE_BENCH_THREAD_START_RESULTS"
   task thread_starts: [:compile, :peers] do
     env = { "SONDE_BENCH_RUBIES" => ENV.fetch("SONDE_BENCH_RUBIES", "host,3.3,3.4") }
     compile_for_benchmarked_rubies(env["SONDE_BENCH_RUBIES"])
     path = ENV.fetch("SONDE_BENCH_THREAD_START_RESULTS", File.expand_path("../bench/THREAD_START_RESULTS.md", __dir__))
     sh env.merge("SONDE_BENCH_THREAD_START_RESULTS" => path), RbConfig.ruby,
-       File.join(__dir__, "..", "bench", "thread_start_cost.rb"), ENV.fetch("ROUNDS", "9"), ENV.fetch("THREADS", "5000")
-    counted = IO.popen(env, [RbConfig.ruby, File.join(__dir__, "..", "bench", "cpu_cost_perf.rb"),
-                             ENV.fetch("REPEATS", "3"), "--workload", "thread_starts"], &:read)
-    raise "bench/cpu_cost_perf.rb --workload thread_starts failed" unless $?.success?
-
-    File.write(path, <<~MARKDOWN + counted, mode: "a")
-
-      # The same, counted under perf
-
-      `ruby bench/cpu_cost_perf.rb --workload thread_starts`: each profiler's share of the process's CPU
-      samples (its native code and threads, and the kernel's signal and CPU-timer code on its account),
-      which timing noise does not move, and that CPU over every thread the run started (its start-up
-      and stop spread over them). The total also holds the benchmark hook's reading of the profile
-      after the run, so the shares are lower bounds; the CPU per thread is not.
-
-    MARKDOWN
-    puts "wrote #{path}"
+       File.join(__dir__, "..", "bench", "thread_start_cost.rb"), ENV.fetch("ROUNDS", "9"), ENV.fetch("THREADS", "5000"),
+       ENV.fetch("SLICES", "100"), ENV.fetch("SLICE_THREADS", "1000")
   end
 
   desc "What the timeline costs (entries per second, process CPU, profile size, stop time; on and off), " \

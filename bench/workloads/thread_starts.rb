@@ -3,8 +3,7 @@
 # thread_starts: threads started and joined one after another, each doing a
 # few microseconds of work, as a short job or a parallel map's slice does:
 # what each thread's start and end cost under a profiler (issue 23), for
-# bench/thread_start_cost.rb (timed) and bench/cpu_cost_perf.rb
-# (`--workload thread_starts`: counted under perf). 1,000 threads first,
+# bench/thread_start_cost.rb's separate processes. 1,000 threads first,
 # unmeasured (the profiler past its start-up, Ruby's thread machinery
 # warm), then FULL_SIZE_THREADS times the scale.
 require_relative "../support/workload"

@@ -1,0 +1,101 @@
+# frozen_string_literal: true
+
+# The thread_starts workload in one process, in slices: each round runs one
+# slice of threads started and joined one after another with no profiler
+# (twice: "none (A/A)" is the noise), one under Sonde, one under
+# StackProf's cpu mode, and one beside a native thread of the process's own
+# that only sleeps, in a shuffled order; each profiler started just before
+# its slice and stopped just after.
+#
+# Why in one process: the same program's CPU per thread moves by 20-40%
+# from one process to the next here, more than the 10% being measured;
+# slices of one process share the heap, the loaded code and the moment of
+# the machine. And why not perf: perf's cpu-clock sampling gives a thread
+# its own period counter, so a thread that ends before one period of CPU
+# (a thread of this workload lives about 50 us, the period at 4,000 Hz is
+# 250 us) is never sampled; on Ruby 3.3+, where every Ruby thread is a new
+# native thread, perf saw a fifth of the process's CPU.
+#
+# The sleeping thread (pthread_create on libc's sleep, through Fiddle) is
+# the cost of one more thread in the process, whoever owns it: Sonde has
+# two (its trigger and its idle helper), which sleep almost always.
+#
+#   ruby bench/thread_start_in_process.rb ROUNDS THREADS_PER_SLICE RATE
+#
+# Prints one JSON line: {"slices" => {kind => [process CPU us per thread,
+# ...]}} (one per round), and how many threads Sonde's thread-end hook
+# saw (none fails the run: its hooks were not there to be measured).
+require "json"
+require "sonde"
+require "stackprof"
+require_relative "support/workload"
+
+# The native thread, made and ended through libc: it runs sleep() until
+# cancelled (sleep is a cancellation point).
+class SleepingNativeThread
+  def self.available?
+    require "fiddle"
+    true
+  rescue LoadError
+    false
+  end
+
+  def initialize
+    libc = Fiddle.dlopen(nil)
+    pointer = Fiddle::TYPE_VOIDP
+    @create = Fiddle::Function.new(libc["pthread_create"], [pointer, pointer, pointer, pointer], Fiddle::TYPE_INT)
+    @cancel = Fiddle::Function.new(libc["pthread_cancel"], [Fiddle::TYPE_UINTPTR_T], Fiddle::TYPE_INT)
+    @join = Fiddle::Function.new(libc["pthread_join"], [Fiddle::TYPE_UINTPTR_T, pointer], Fiddle::TYPE_INT)
+    @sleep = libc["sleep"]
+    @handle = Fiddle::Pointer.malloc(Fiddle::SIZEOF_UINTPTR_T, Fiddle::RUBY_FREE)
+  end
+
+  SECONDS = 3600
+
+  def start
+    error = @create.call(@handle, nil, @sleep, SECONDS)
+    raise "pthread_create failed: #{error}" unless error.zero?
+
+    sleep(0.001) # asleep before the slice
+  end
+
+  def stop
+    thread = @handle[0, Fiddle::SIZEOF_UINTPTR_T].unpack1("J")
+    @cancel.call(thread)
+    @join.call(thread, nil)
+  end
+end
+
+rounds = Integer(ARGV.fetch(0))
+threads = Integer(ARGV.fetch(1))
+rate = Integer(ARGV.fetch(2))
+kinds = ["none", "none (A/A)", "sonde", "stackprof-cpu"]
+sleeper = SleepingNativeThread.new if SleepingNativeThread.available?
+kinds << "a sleeping thread" if sleeper
+process_cpu = -> { SondeBench::Workload.process_cpu }
+run_slice = -> { threads.times { Thread.new { Array.new(8) { |k| k * k }.sum }.join } }
+run_slice.call # warm up: Ruby's thread machinery, the heap's size
+results = kinds.to_h { |kind| [kind, []] }
+sonde_threads_ended = 0
+random = Random.new(1)
+rounds.times do
+  kinds.shuffle(random: random).each do |kind|
+    case kind
+    when "sonde" then Sonde.start(rate: rate)
+    when "stackprof-cpu" then StackProf.start(mode: :cpu, interval: 1_000_000 / rate, raw: true)
+    when "a sleeping thread" then sleeper.start
+    end
+    started = process_cpu.call
+    run_slice.call
+    results[kind] << (process_cpu.call - started) * 1e6 / threads
+    case kind
+    when "sonde"
+      Sonde.stop
+      sonde_threads_ended += Sonde.stats.fetch(:threads_ended)
+    when "stackprof-cpu" then StackProf.stop
+    when "a sleeping thread" then sleeper.stop
+    end
+  end
+end
+abort "thread_start_in_process: Sonde's thread-end hook saw no thread" if sonde_threads_ended.zero?
+puts JSON.generate(slices: results, sonde_threads_ended: sonde_threads_ended)
