@@ -149,6 +149,21 @@ namespace :bench do
        ENV.fetch("SLICES", "100"), ENV.fetch("SLICE_THREADS", "1000")
   end
 
+  desc "Memory over many flushes: continuous mode flushing every EVERY s (1) for SECONDS (600) beside the same " \
+       "process without Sonde, RSS and Ruby's heap pages every 30 s, 3.1 and 3.4 one after the other; writes " \
+       "bench/FLUSH_MEMORY_RESULTS.md"
+  task flush_memory: :compile do
+    env = { "SONDE_BENCH_RUBIES" => ENV.fetch("SONDE_BENCH_RUBIES", "host,3.4") }
+    compile_for_benchmarked_rubies(env["SONDE_BENCH_RUBIES"])
+    path = File.expand_path("../bench/FLUSH_MEMORY_RESULTS.md", __dir__)
+    table = IO.popen(env, [RbConfig.ruby, File.join(__dir__, "..", "bench", "flush_memory.rb"),
+                           ENV.fetch("SECONDS", "600"), ENV.fetch("EVERY", "1")], &:read)
+    raise "bench/flush_memory.rb failed" unless $?.success?
+
+    File.write(path, table)
+    puts table, "wrote #{path}"
+  end
+
   desc "What the timeline costs (entries per second, process CPU, profile size, stop time; on and off), " \
        "interleaved rounds (ROUNDS=5 SECONDS=10 WAKERS=8, ~2 min); writes bench/TIMELINE_RESULTS.md"
   task timeline: :compile do
