@@ -78,7 +78,7 @@ struct scheduler {
   pacing pace;
   pthread_t trigger;
   bool trigger_running; // with the GVL: start and stop
-  pthread_t tick_target; // the trigger's: who got the last tick's signal
+  pid_t tick_target; // the trigger's: the tid that got the last tick's signal
   // The trigger's: ticks to signal before offering again, and the current
   // backoff after untaken offers (0: none).
   uint32_t offer_ticks_to_wait, offer_backoff;
@@ -304,15 +304,15 @@ static bool offer_tick_to_cpu_signal(scheduler *sched) {
 // queues the pass; with no holder, the idle helper runs the pass. Returns
 // whether a pass was asked for.
 static bool tick_from_trigger(scheduler *sched) {
-  pthread_t owner;
-  bool has_owner = vm_gvl_owner_from_any_thread(&owner);
+  pid_t owner;
+  bool has_owner = vm_gvl_owner_tid_from_any_thread(&owner);
   if (shared_load_acquire(&sched->tick_pending)) {
     // The previous tick's pass has not run yet. While the thread that took
     // it still holds the GVL with no safe point (a long C call), another
     // signal would only add a capture no pass can take; the wall time is
     // not lost, the next pass covers it. Once it let the GVL go, it runs
     // the pass when it gets back: this tick goes ahead without it.
-    if (has_owner && pthread_equal(owner, sched->tick_target)) {
+    if (has_owner && owner == sched->tick_target) {
       ADD(ticks_skipped);
       return false;
     }
@@ -407,8 +407,8 @@ static bool standing_check(scheduler *sched, int64_t interval_ns) {
 #define IDLE_BACKOFF_CAP_NS (200 * 1000 * 1000)
 
 static bool still_quiet(scheduler *sched) {
-  pthread_t owner;
-  return shared_load_seq(&sched->quiet_passes) > 0 && !vm_gvl_owner_from_any_thread(&owner);
+  pid_t owner;
+  return shared_load_seq(&sched->quiet_passes) > 0 && !vm_gvl_owner_tid_from_any_thread(&owner);
 }
 
 static void give_up_signals_from_trigger(scheduler *sched);

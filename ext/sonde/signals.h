@@ -6,6 +6,7 @@
 #define SONDE_SIGNALS_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -48,11 +49,14 @@ void signals_block_in_current_thread(void);
 
 typedef enum { SIGNAL_SENT, SIGNAL_FAILED, SIGNAL_HANDLER_LOST } signal_send_result;
 
-// Sends SIGPROF to a thread if Sonde's handler is still in place, checking
-// and sending under one lock that signals_give_up also takes: once
-// signals_give_up has returned, no signal of Sonde's is on its way. For the
-// trigger thread.
-signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread);
+// Sends SIGPROF to a thread of this process, by its Linux thread id, if
+// Sonde's handler is still in place, checking and sending under one lock
+// that signals_give_up also takes: once signals_give_up has returned, no
+// signal of Sonde's is on its way. For the trigger thread. A thread that
+// has ended since its tid was read is SIGNAL_FAILED (tgkill reads no
+// memory of the target's, where pthread_kill reads its descriptor, freed
+// with its stack).
+signal_send_result signals_send_sigprof_if_handler_in_place(pid_t tid);
 
 // The application is about to install its own SIGPROF disposition (Ruby's
 // trap("PROF")): Sonde stops sending first, so that a signal already decided
@@ -61,8 +65,7 @@ signal_send_result signals_send_sigprof_if_handler_in_place(pthread_t thread);
 void signals_give_up(void);
 
 // Registers (once, at load) the fork handlers that hold the send lock
-// across fork: no pthread_kill of Sonde's is under way when a process
-// forks (the child's copy of the target's glibc lock would stay taken).
+// across fork: no send of Sonde's is under way when a process forks.
 // The child re-creates the lock (signals_reset_in_forked_child).
 void signals_hold_sends_across_fork(void);
 

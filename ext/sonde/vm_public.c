@@ -67,6 +67,11 @@ _Static_assert(sizeof(pthread_t) == sizeof(uintptr_t), "pthread_t must fit an at
 #define NO_GVL_OWNER ((uintptr_t)0)
 
 static uintptr_t gvl_owner = NO_GVL_OWNER;
+// And its Linux thread id (0: nobody), which the trigger signals: written
+// with gvl_owner (not as one word with it: a reader may see one before the
+// other, and then signals a thread that no longer holds the GVL, whose
+// handler finds so and drops the tick).
+static pid_t gvl_owner_tid;
 
 // The last GVL event a thread reported; also indexes thread_record.total_ns.
 typedef enum {
@@ -223,6 +228,7 @@ static void read_times(const thread_record *record, int64_t now_ns, int *last_ev
 
 static void set_gvl_owner_to_current_thread(void) {
   shared_store_release(&gvl_owner, (uintptr_t)pthread_self());
+  shared_store_release(&gvl_owner_tid, (pid_t)current_tid_cached());
 }
 
 static bool record_of_main_ractor(const thread_record *record) {
@@ -242,7 +248,9 @@ static void mark_of_main_ractor(thread_record *record) {
 static void clear_gvl_owner_if(const thread_record *record) {
   uintptr_t leaving = (uintptr_t)record->pthread;
   if (leaving == NO_GVL_OWNER) return;
-  shared_cas_release(&gvl_owner, &leaving, NO_GVL_OWNER);
+  if (!shared_cas_release(&gvl_owner, &leaving, NO_GVL_OWNER)) return;
+  pid_t leaving_tid = record->tid;
+  shared_cas_release(&gvl_owner_tid, &leaving_tid, 0);
 }
 
 // EXITED, on the ending thread itself (it is the last thing
@@ -334,17 +342,19 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_READY) {
     record_event(record, GVL_EVENT_READY);
   } else if (event & RUBY_INTERNAL_THREAD_EVENT_EXITED) {
+    // A thread lets the GVL go for the last time with EXITED, not
+    // SUSPENDED: left as the owner, it would stay the trigger's tick
+    // target after it is gone, until another thread's RESUMED.
+    clear_gvl_owner_if(record);
     add_cpu_after_end(record);
     rb_internal_thread_specific_set(thread, record_key, NULL);
     free(record);
   }
 }
 
-bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
-  uintptr_t current = shared_load_acquire(&gvl_owner);
-  if (current == NO_GVL_OWNER) return false;
-  *owner = (pthread_t)current;
-  return true;
+bool vm_gvl_owner_tid_from_any_thread(pid_t *tid) {
+  *tid = shared_load_acquire(&gvl_owner_tid);
+  return *tid != 0;
 }
 
 // The handle of the 3.3 backend names a Thread object, which a signal

@@ -25,11 +25,13 @@
 static rb_ractor_t *main_ractor;
 
 
-bool vm_gvl_owner_from_any_thread(pthread_t *owner) {
+static int64_t tid_of(const rb_thread_t *thread);
+
+bool vm_gvl_owner_tid_from_any_thread(pid_t *tid) {
   const rb_thread_t *thread = shared_load_relaxed(&main_ractor->threads.gvl.owner);
   if (thread == NULL) return false;
-  *owner = thread->thread_id;
-  return true;
+  *tid = (pid_t)tid_of(thread);
+  return *tid != 0;
 }
 
 // Classes whose C methods put a thread to sleep with a timeout (sleep(1),

@@ -11,9 +11,9 @@
 # in place), or without Sonde ("control"). Prints one JSON line: the
 # threads made and Sonde's stats.
 #
-# 10 Hz, not the default 100: what a tick costs in calls (glibc's
-# pthread_kill asks getpid each time, the trigger and the pass read
-# clocks) grows with the run's length, not with its threads, and under
+# 10 Hz, not the default 100: what a tick costs in calls (the trigger's
+# signal, and the clocks the trigger and the pass read) grows with the
+# run's length, not with its threads, and under
 # strace on a loaded machine the run of 3,000 threads lasts seconds longer
 # than the one of 1,000: at 100 Hz those calls read as the threads' own.
 require "json"
