@@ -226,9 +226,11 @@ static void read_times(const thread_record *record, int64_t now_ns, int *last_ev
   times_from_totals(at_resume, &info->gvl_times_at_first_resume);
 }
 
-static void set_gvl_owner_to_current_thread(void) {
+// record: the current thread's, whose tid it already holds (asked for
+// once, with the record: a second cached copy cost a gettid per thread).
+static void set_gvl_owner_to_current_thread(const thread_record *record) {
   shared_store_release(&gvl_owner, (uintptr_t)pthread_self());
-  shared_store_release(&gvl_owner_tid, (pid_t)current_tid_cached());
+  shared_store_release(&gvl_owner_tid, record->tid);
 }
 
 static bool record_of_main_ractor(const thread_record *record) {
@@ -325,7 +327,7 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
     shared_add_seq(&gvl_resumes, 1);
     trigger_park_wake_signal_safe();
     // Another Ractor's thread takes its own Ractor's GVL, not the main one's.
-    if (record_of_main_ractor(record)) set_gvl_owner_to_current_thread();
+    if (record_of_main_ractor(record)) set_gvl_owner_to_current_thread(record);
     return;
   }
   // A new thread's first READY runs on the thread that created it: the
@@ -470,7 +472,7 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
     if (record->tid == 0) record->tid = (pid_t)syscall(SYS_gettid);
     if (!record_of_main_ractor(record)) {
       mark_of_main_ractor(record);
-      set_gvl_owner_to_current_thread(); // it holds the GVL now: its RESUMED came before the mark
+      set_gvl_owner_to_current_thread(record); // it holds the GVL now: its RESUMED came before the mark
     }
     return record;
   }
@@ -480,7 +482,7 @@ static thread_record *record_of_current_thread(VALUE thread, pid_t pid) {
   if (record != NULL) fresh->registry_slot = record->registry_slot;
   rb_internal_thread_specific_set(thread, record_key, fresh);
   free(record);
-  set_gvl_owner_to_current_thread();
+  set_gvl_owner_to_current_thread(fresh);
   return fresh;
 }
 
