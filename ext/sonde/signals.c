@@ -162,10 +162,10 @@ signal_send_result signals_send_sigprof_if_handler_in_place(pid_t tid) {
 }
 
 // Holding send_lock across fork means no signal of Sonde's is being sent
-// then. pthread_kill, used before tgkill, took a lock of glibc's inside the
-// target thread's descriptor, and a forked worker whose parent's trigger
-// was inside it hung at its first send; tgkill takes no such lock, and the
-// fork still waits for a send under way rather than copy its lock taken.
+// then. It was needed with pthread_kill, which took a lock of glibc's in
+// the target's descriptor: a forked worker whose parent's trigger was
+// inside it hung at its first send. tgkill takes no lock of glibc's; the
+// hold stays so that the fork never lands in the middle of a send.
 static void hold_sends_before_fork(void) { pthread_mutex_lock(&send_lock); }
 static void release_sends_in_parent(void) { pthread_mutex_unlock(&send_lock); }
 

@@ -53,9 +53,7 @@ typedef enum { SIGNAL_SENT, SIGNAL_FAILED, SIGNAL_HANDLER_LOST } signal_send_res
 // Sonde's handler is still in place, checking and sending under one lock
 // that signals_give_up also takes: once signals_give_up has returned, no
 // signal of Sonde's is on its way. For the trigger thread. A thread that
-// has ended since its tid was read is SIGNAL_FAILED (tgkill reads no
-// memory of the target's, where pthread_kill reads its descriptor, freed
-// with its stack).
+// has ended since its tid was read is SIGNAL_FAILED (see signals.c).
 signal_send_result signals_send_sigprof_if_handler_in_place(pid_t tid);
 
 // The application is about to install its own SIGPROF disposition (Ruby's

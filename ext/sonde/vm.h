@@ -127,9 +127,7 @@ size_t vm_recently_exited_tids(int64_t *tids, size_t max);
 // Signal-safe, no GVL needed: reads the Linux thread id of the thread that
 // holds the main Ractor's GVL. Returns false when no thread holds it. The
 // read is racy by nature: the owner may let the GVL go, or even end, right
-// after; callers treat it as a hint, and signal it by its tid (tgkill),
-// which fails on a thread that is gone rather than reading its freed
-// descriptor as pthread_kill would.
+// after; callers treat it as a hint (signals.h sends by tid for that).
 bool vm_gvl_owner_tid_from_any_thread(pid_t *tid);
 
 // Signal-safe: whether the calling thread holds the main Ractor's GVL.
