@@ -38,7 +38,7 @@ module SondeBench
       lineup = Lineup.new(rubies)
       log_lineup(log, rubies, lineup)
       if cost_only
-        sections = { sample_cost: SampleCost.new(child, settings, log).measure, accuracy: nil }
+        sections = { sample_cost: SampleCost.new(child, settings, log, rubies).measure, accuracy: nil }
       else
         sections = accuracy_only ? {} : measure_overhead_and_cost(child, settings, log, lineup, dir)
         sections[:accuracy] = Accuracy.new(child, settings, log, lineup, dir).measure
@@ -60,7 +60,7 @@ module SondeBench
     overhead = Overhead.new(child, settings, log, lineup).measure
     gc_hook = GcHook.new(child, settings, log).measure
     labels = LabelsCost.new(child, settings, log, lineup.rubies).measure
-    cost = SampleCost.new(child, settings, log).measure
+    cost = SampleCost.new(child, settings, log, lineup.rubies).measure
     long = LongRun.new(child, settings, log).measure
     self_profile = settings.self_profile ? SelfProfile.run(child, scale: settings.self_profile_scale, dir: dir) : nil
     log.call("profile of the profiler: #{self_profile&.available ? "done" : self_profile&.reason || "skipped"}")

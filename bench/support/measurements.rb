@@ -287,7 +287,9 @@ module SondeBench
   # What one sampling pass costs, by threads and depth, from Sonde's stats;
   # and in the shape of a Rails worker under Puma (WORKER: 9 threads 90-145
   # frames deep, 6 parked, 3 serving requests; issue 22 measured 108 µs a
-  # pass in a real one).
+  # pass in a real one), on every Ruby of the run: what a pass does for a
+  # parked thread depends on the Ruby (3.3+ count GVL acquisitions, 3.1
+  # reads each thread's CPU clock).
   class SampleCost
     SHAPES = [[1, 30], [1, 300], [8, 30], [8, 300], [200, 30], [200, 300]].freeze
     RATE_HZ = 1000
@@ -297,16 +299,22 @@ module SondeBench
     # 400-800 a second, and a pass then finds less changed than one 10 ms
     # after the last (25 us against 38 here).
     WORKER_RATE_HZ = 100
+    # A worker runs for hours: its passes are timed over WORKER_SECONDS, so
+    # that the first ones (every thread met, every stack read and interned
+    # for the first time, a few hundred µs each) weigh in the average as
+    # little as in a short minute of a real worker, not as in 2 s.
+    WORKER_SECONDS = 8.0
 
     Row = Struct.new(:threads, :depth, :passes, :pass_min_ns, :pass_avg_ns, :pass_max_ns, :per_thread_ns,
                      keyword_init: true)
 
-    attr_reader :rows, :worker_row
+    attr_reader :rows, :worker_rows # RubyTarget => Row
 
-    def initialize(child, settings, log)
+    def initialize(child, settings, log, rubies)
       @child = child
       @settings = settings
       @log = log
+      @rubies = rubies.select(&:available?)
       @runs = Hash.new { |hash, key| hash[key] = [] }
     end
 
@@ -317,13 +325,18 @@ module SondeBench
           @runs[[threads, depth]] << @child.run("sample_cost", profiler: "sonde", rate: RATE_HZ, scale: @settings.scale,
                                                                seconds: @settings.cost_seconds, env: env)
         end
-        @runs[WORKER] << @child.run(WORKER, profiler: "sonde", rate: WORKER_RATE_HZ, scale: @settings.scale,
-                                            seconds: @settings.cost_seconds)
+        @rubies.each do |ruby|
+          seconds = @settings.smoke ? @settings.cost_seconds : WORKER_SECONDS
+          @runs[[WORKER, ruby]] << @child.run(WORKER, profiler: "sonde", rate: WORKER_RATE_HZ, scale: @settings.scale,
+                                                      seconds: seconds, ruby: ruby)
+        end
       end
       @log.call("sample cost: done")
       @rows = SHAPES.map { |threads, depth| row(threads, depth, @runs[[threads, depth]]) }
-      worker_runs = @runs[WORKER]
-      @worker_row = row(worker_runs.first.details.fetch("threads"), "90-145", worker_runs)
+      @worker_rows = @rubies.to_h do |ruby|
+        runs = @runs[[WORKER, ruby]]
+        [ruby, row(runs.first.details.fetch("threads"), "90-145", runs)]
+      end
       self
     end
 

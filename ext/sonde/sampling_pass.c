@@ -72,10 +72,13 @@ struct sampling_pass {
   uint64_t resumes_at_start;
   bool nothing_ran;
   pass_origin origin;
+  // Threads whose wall sample the latest pass deferred: a flush or stop
+  // then catches up, whenever the latest pass was.
+  size_t threads_deferred;
   // Stats.
   uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
   uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads;
-  uint64_t quiet_passes, waits_credited, catch_up_passes;
+  uint64_t quiet_passes, waits_credited, catch_up_passes, wall_samples_deferred;
   int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
 };
@@ -619,42 +622,42 @@ static stack_result wall_stack_for(sonde_run *run, thread_context *context, cons
   return STACK_FOUND;
 }
 
-// A thread that was off the GVL at its previous sample kept that sample's
-// stack until it next took the GVL: on backends that note that moment
-// (3.3+, vm_thread_info.first_resume_epoch), the wait up to it is one
-// sample on that stack and in that state (and the part queued for the
-// GVL, waiting for gvl), whatever came after. So a wait is its own weight
-// on the stack that waited even when no pass came for seconds (the trigger
-// parks while every thread waits), and the rest of the time since goes to
-// the stack the thread has now, as always.
-static void credit_wait_until_resume(sonde_run *run, thread_context *context, const vm_thread_info *info,
-                                     recorder *rec) {
+// A thread's wait since its previous sample, up to end_ns, as one sample
+// on that sample's stack, labels and trace context, in the state it found
+// (off the GVL), and the part queued for the GVL (by GVL times `at` as of
+// end_ns; NULL: none known) as waiting for gvl. It counts as one wall
+// sample, or as the passes that deferred it (as many as they would have
+// taken). What follows end_ns is the ordinary sample's. False when it
+// cannot be placed there (that stack is not this recorder's, or the GVL
+// times went backwards): the ordinary sample then covers it all.
+static bool record_wait_on_previous_stack(sonde_run *run, thread_context *context, recorder *rec, int64_t end_ns,
+                                          const vm_gvl_times *at) {
   sampling_pass *pass = run->pass;
-  if (info->first_resume_epoch == 0 || info->first_resume_epoch != context->sampling.epoch_at_previous_sample) return;
-  if (!context->sampling.sampled || !context->sampling.stack_reusable || context->sampling.stack_generation != recorder_generation(rec)) return;
-  // A resume seen before the previous sample (a pass that let other
-  // threads run half-way) is not this wait's end.
-  if (info->first_resume_ns <= context->sampling.wall_ns_at_previous_sample) return;
-  const vm_gvl_times *before = &context->sampling.gvl_at_previous_sample, *at = &info->gvl_times_at_first_resume;
-  if (at->off_gvl_ns < before->off_gvl_ns || at->waiting_for_gvl_ns < before->waiting_for_gvl_ns) return;
-  int64_t wall = info->first_resume_ns - context->sampling.wall_ns_at_previous_sample;
-  int64_t waiting = at->waiting_for_gvl_ns - before->waiting_for_gvl_ns;
+  if (!context->sampling.sampled || !context->sampling.stack_reusable || context->sampling.stack_generation != recorder_generation(rec)) return false;
+  // An end seen before the previous sample (a pass that let other threads
+  // run half-way) is not this wait's end.
+  if (end_ns <= context->sampling.wall_ns_at_previous_sample) return false;
+  const vm_gvl_times *before = &context->sampling.gvl_at_previous_sample;
+  if (at && (at->off_gvl_ns < before->off_gvl_ns || at->waiting_for_gvl_ns < before->waiting_for_gvl_ns)) return false;
+  int64_t wall = end_ns - context->sampling.wall_ns_at_previous_sample;
+  int64_t waiting = at ? at->waiting_for_gvl_ns - before->waiting_for_gvl_ns : 0;
   if (waiting > wall) waiting = wall;
   int64_t off = wall - waiting;
   uint32_t thread_index;
   if (!thread_context_recorder_index(context, rec, &thread_index)) {
     pass->dropped_samples++;
-    return;
+    return false;
   }
-  // Off the GVL first, then queued for it, up to the resume.
+  int64_t samples = context->sampling.passes_deferred > 0 ? context->sampling.passes_deferred : 1;
+  // Off the GVL first, then queued for it, up to the end.
   struct {
     uint8_t state;
     int64_t wall;
     int64_t samples;
     int64_t ended_ns;
   } parts[] = {
-      {context->sampling.off_state_at_previous_sample, off, 1, info->first_resume_ns - waiting},
-      {VM_THREAD_WAITING_FOR_GVL, waiting, 0, info->first_resume_ns},
+      {context->sampling.off_state_at_previous_sample, off, samples, end_ns - waiting},
+      {VM_THREAD_WAITING_FOR_GVL, waiting, 0, end_ns},
   };
   _Static_assert(sizeof(parts) / sizeof(parts[0]) ==
                      sizeof(context->sampling.wait_sample_hints) / sizeof(context->sampling.wait_sample_hints[0]),
@@ -672,14 +675,42 @@ static void credit_wait_until_resume(sonde_run *run, thread_context *context, co
     if (recorder_add_hinted(rec, context->sampling.stack_id, &sample_context, values,
                             &context->sampling.wait_sample_hints[i]) != 0) {
       pass->dropped_samples++;
-      return;
+      return false;
     }
   }
-  // What follows the resume is the ordinary sample's, from here.
-  context->sampling.wall_ns_at_previous_sample = info->first_resume_ns;
-  context->sampling.gvl_at_previous_sample = *at;
-  pass->waits_credited++;
-  pass->thread_samples++; // a wall sample of its own (wall-samples 1)
+  context->sampling.wall_ns_at_previous_sample = end_ns;
+  if (at) context->sampling.gvl_at_previous_sample = *at;
+  context->sampling.passes_deferred = 0;
+  pass->thread_samples += (uint64_t)samples; // wall samples of its own
+  return true;
+}
+
+// A thread that was off the GVL at its previous sample kept that sample's
+// stack until it next took the GVL: on backends that note that moment
+// (3.3+, vm_thread_info.first_resume_epoch), the wait up to it is one
+// sample on that stack and in that state (and the part queued for the
+// GVL, waiting for gvl), whatever came after. So a wait is its own weight
+// on the stack that waited even when no pass came for seconds (the trigger
+// parks while every thread waits, and passes defer the samples of threads
+// that wait), and the rest of the time since goes to the stack the thread
+// has now, as always.
+static void credit_wait_until_resume(sonde_run *run, thread_context *context, const vm_thread_info *info,
+                                     recorder *rec) {
+  if (info->first_resume_epoch == 0 || info->first_resume_epoch != context->sampling.epoch_last_seen) return;
+  if (record_wait_on_previous_stack(run, context, rec, info->first_resume_ns, &info->gvl_times_at_first_resume)) {
+    run->pass->waits_credited++;
+  }
+}
+
+// A wait that passes deferred and that no resume ended (3.1/3.2 note none;
+// a flush or stop while the thread still waits): its time up to the last
+// pass that found it unchanged is its previous stack's, as those passes
+// would have recorded it; what came after is the ordinary sample's, as for
+// a thread sampled at every pass.
+static void credit_deferred_wait(sonde_run *run, thread_context *context, const vm_thread_info *info, recorder *rec) {
+  if (context->sampling.passes_deferred == 0) return;
+  record_wait_on_previous_stack(run, context, rec, context->sampling.wall_ns_last_seen,
+                                info->has_gvl_times ? &context->sampling.gvl_last_seen : NULL);
 }
 
 // A thread at its end has no frame left to show: the time since its
@@ -704,6 +735,34 @@ static void skip_muted_thread(thread_context *context, int64_t now) {
   context->sampling.sampled = true;
 }
 
+// Cost follows work, thread by thread: a thread that has not run since its
+// previous sample (its GVL acquisitions, else its CPU clock, unchanged) and
+// does not hold the GVL still has that sample's stack, labels and trace
+// context, so sampling it again would record nothing new. Its wall time
+// goes on accumulating and is recorded once, counted as the passes it
+// spanned: up to the moment it takes the GVL again (3.3+,
+// credit_wait_until_resume), else up to the last pass that found it
+// unchanged once it has run (credit_deferred_wait), at its end, or at a
+// flush or stop (catch-up passes never defer). Without GVL times (3.1/3.2)
+// only while its state is the one that sample found: those passes would
+// have put their time in the state they saw. Not for a thread without a
+// CPU timer, whose CPU time comes with its wall samples.
+static bool defer_wall_sample(sonde_run *run, thread_context *context, const vm_thread_info *info,
+                              uint64_t run_marker, recorder *rec, int64_t now) {
+  sampling_pass *pass = run->pass;
+  if (pass->origin == PASS_CATCH_UP || context->timer == 0 || !context->sampling.sampled) return false;
+  if (!stack_unchanged_since(context, info, run_marker, recorder_generation(rec))) return false;
+  if (!info->has_gvl_times && info->state != (vm_thread_state)context->sampling.off_state_at_previous_sample) return false;
+  // Its first GVL acquisition from now on ends the wait (vm_begin_pass).
+  context->sampling.epoch_last_seen = pass->epoch;
+  context->sampling.wall_ns_last_seen = now;
+  context->sampling.gvl_last_seen = info->gvl_times;
+  context->sampling.passes_deferred++;
+  pass->threads_deferred++;
+  pass->wall_samples_deferred++;
+  return true;
+}
+
 static void sample_wall_of_thread(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now,
                                   bool *someone_on_cpu, bool at_end) {
   sampling_pass *pass = run->pass;
@@ -725,7 +784,9 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   uint64_t run_marker = info->has_gvl_acquisitions ? info->gvl_acquisitions : (uint64_t)cpu;
   recorder *rec = recorder_slots_active(run->slots);
   uint32_t stack_id, thread_index;
+  if (!at_end && marker_known && defer_wall_sample(run, context, info, run_marker, rec, now)) return;
   credit_wait_until_resume(run, context, info, rec);
+  credit_deferred_wait(run, context, info, rec);
   stack_result found = wall_stack_for(run, context, info, run_marker, marker_known, rec, &stack_id);
   if (found != STACK_KEPT) pass->nothing_ran = false;
   vm_thread_info ended;
@@ -775,7 +836,11 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
   *now_part = thread_context_deduct_gc_wall(context, *now_part);
   context->sampling.wall_ns_at_previous_sample = now;
   context->sampling.sampled = true;
-  context->sampling.epoch_at_previous_sample = pass->epoch;
+  context->sampling.epoch_last_seen = pass->epoch;
+  // The passes that deferred this sample (none credited a wait since): it
+  // covers their time, and counts as their samples would have.
+  int64_t wall_samples_now = 1 + (int64_t)context->sampling.passes_deferred;
+  context->sampling.passes_deferred = 0;
 
   bool on_cpu = info->state == VM_THREAD_RUNNING;
   if (on_cpu) {
@@ -822,7 +887,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
         [RECORDER_CPU_TIME_NS] = is_cpu ? cpu_delta : 0,
         [RECORDER_CPU_SAMPLES] = cpu_from_pass && is_now && on_cpu ? 1 : 0,
         [RECORDER_WALL_TIME_NS] = *parts[i].wall,
-        [RECORDER_WALL_SAMPLES] = is_now ? 1 : 0,
+        [RECORDER_WALL_SAMPLES] = is_now ? wall_samples_now : 0,
         [RECORDER_GVL_WAIT_NS] = info->has_gvl_times && parts[i].wall == &split.waiting ? split.waiting : 0,
     };
     recorder_context sample_context = {.thread_index = thread_index, .state = (uint8_t)parts[i].state,
@@ -833,7 +898,7 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
     }
     if (values[RECORDER_CPU_SAMPLES]) pass->cpu_samples++;
   }
-  pass->thread_samples++;
+  pass->thread_samples += (uint64_t)wall_samples_now;
 }
 
 // ---------------------------------------------------------------------------
@@ -842,11 +907,16 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
 // A catch-up pass (flush, stop) runs on the thread that flushes or stops,
 // whose stack is Sonde's own call: its time since a recent sample (the
 // ticks came) is left for the next pass, as before a flush, rather than
-// put on that call; after a long wait it is taken, up to now.
-static bool leave_to_the_ticks(const sonde_run *run, const thread_context *context, const vm_thread_info *info,
-                               int64_t now) {
-  return run->pass->origin == PASS_CATCH_UP && info->state == VM_THREAD_RUNNING &&
-         now - context->sampling.wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
+// put on that call; after a long wait it is taken, up to now. A wait of
+// its that passes deferred is credited first (up to its resume on 3.3+,
+// else up to the last pass that found it waiting): what is left since is
+// that call.
+static bool leave_to_the_ticks(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now) {
+  if (run->pass->origin != PASS_CATCH_UP || info->state != VM_THREAD_RUNNING) return false;
+  recorder *rec = recorder_slots_active(run->slots);
+  credit_wait_until_resume(run, context, info, rec);
+  credit_deferred_wait(run, context, info, rec);
+  return now - context->sampling.wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
 }
 
 static VALUE full_pass_protected(VALUE arg) {
@@ -860,6 +930,7 @@ static VALUE full_pass_protected(VALUE arg) {
   pass->epoch = vm_begin_pass();
   pass->resumes_at_start = vm_gvl_resumes_from_any_thread();
   pass->nothing_ran = true;
+  pass->threads_deferred = 0;
   int64_t now = clocks_monotonic_ns();
   list_threads(run, now);
   thread_contexts_begin_pass(run->contexts);
@@ -1077,12 +1148,14 @@ void sampling_pass_prepare_job(void) {
 // when the overhead budget paced the ticks down: with passes seconds apart,
 // skipping this one left every thread's time since the last pass out of
 // the profile (500 threads parked 100 deep, 4 s at a 1% budget: 0.04 s of
-// wall time each, of 4.0). One pass per flush or stop, charged like any.
+// wall time each, of 4.0). And whenever the latest pass deferred a
+// thread's sample: that time is in no sample yet. One pass per flush or
+// stop, charged like any.
 void sampling_pass_catch_up_with_gvl(sonde_run *run) {
   if (scheduler_stopping(run->scheduler) || run->pass->in_progress) return;
   bool stale = clocks_monotonic_ns() - run->pass->previous_pass_ns >=
                CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
-  if (!stale && !scheduler_rested_since_busy_pass(run->scheduler)) return;
+  if (!stale && !scheduler_rested_since_busy_pass(run->scheduler) && run->pass->threads_deferred == 0) return;
   sampling_pass_run_with_gvl(run, PASS_CATCH_UP);
 }
 
@@ -1124,4 +1197,5 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   stats_put_count(stats, "quiet_samples", pass->quiet_passes);
   stats_put_count(stats, "waits_credited", pass->waits_credited);
   stats_put_count(stats, "catch_up_samples", pass->catch_up_passes);
+  stats_put_count(stats, "wall_samples_deferred", pass->wall_samples_deferred);
 }

@@ -24,12 +24,20 @@ typedef struct {
   int64_t wall_ns_at_previous_sample;
   vm_gvl_times gvl_at_previous_sample;
   int64_t cpu_ns_at_previous_sample;
-  // The epoch of the pass that took the previous sample (vm_begin_pass),
-  // and what the thread was doing off the GVL then: a wait that ended at a
-  // first GVL acquisition noted under that epoch is credited to the
-  // previous sample's stack and state (credit_wait_until_resume).
-  uint64_t epoch_at_previous_sample;
+  // The epoch of the latest pass that sampled the thread or deferred its
+  // sample (vm_begin_pass), and what the thread was doing off the GVL at
+  // its previous sample: a wait that ended at a first GVL acquisition noted
+  // under that epoch is credited to the previous sample's stack and state
+  // (credit_wait_until_resume).
+  uint64_t epoch_last_seen;
   uint8_t off_state_at_previous_sample;
+  // Passes that deferred its wall sample since its previous one
+  // (defer_wall_sample): the sample that covers that time counts them.
+  // The latest of them found it as it was at that sample at
+  // wall_ns_last_seen, with GVL times gvl_last_seen.
+  uint32_t passes_deferred;
+  int64_t wall_ns_last_seen;
+  vm_gvl_times gvl_last_seen;
 
   // The stack of the previous wall sample, as a recorder id, valid while
   // the recorder's generation is the one noted; and how the thread's run
