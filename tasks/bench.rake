@@ -176,9 +176,10 @@ namespace :bench do
     sh RbConfig.ruby, INSTALL_PEERS
   end
 
-  desc "The cost of a sampling pass alone (six shapes and the Rails-worker shape, this machine's Ruby): " \
-       "writes tmp/bench/RESULTS.cost.md or $SONDE_BENCH_RESULTS"
+  desc "The cost of a sampling pass alone (six shapes on this machine's Ruby, the Rails-worker shape on each Ruby " \
+       "of SONDE_BENCH_RUBIES, default host,3.3): writes tmp/bench/RESULTS.cost.md or $SONDE_BENCH_RESULTS"
   task cost: :compile do
+    compile_for_benchmarked_rubies
     sh RbConfig.ruby, BENCH_RUN, "--cost"
   end
 

@@ -90,7 +90,8 @@ class ProfilerApiTest < Minitest::Test
     spin(0.3)
     stats = Sonde.stats
     %i[samples signals_sent signals_received tick_signals cpu_signals wrong_thread_signals sampling_time_ns_min
-       sampling_time_ns_avg sampling_time_ns_max sampling_time_ns_total].each do |key|
+       sampling_time_ns_avg sampling_time_ns_max sampling_time_ns_total sampling_time_ns_p50 sampling_time_ns_p90
+       sampling_time_ns_p99].each do |key|
       assert_kind_of Integer, stats[key], key.to_s
     end
     # With YJIT on 3.1 the passes run at the safe points YJIT's compiled
@@ -107,6 +108,11 @@ class ProfilerApiTest < Minitest::Test
     assert_operator stats[:signal_handler_seconds], :<, 0.03, "a handler takes microseconds (0.3 s at 500 Hz)"
     assert_operator stats[:sampling_time_ns_min], :<=, stats[:sampling_time_ns_avg]
     assert_operator stats[:sampling_time_ns_avg], :<=, stats[:sampling_time_ns_max]
+    # Quantiles are their bucket's upper bound: at most 1/16 above a pass's time.
+    quantiles = %i[sampling_time_ns_p50 sampling_time_ns_p90 sampling_time_ns_p99].map { |key| stats[key] }
+    assert_equal quantiles.sort, quantiles, "p50 <= p90 <= p99"
+    assert_operator quantiles.first, :>=, stats[:sampling_time_ns_min]
+    assert_operator quantiles.last, :<=, stats[:sampling_time_ns_max] * 17 / 16
     final = Sonde.stop.stats
     assert_equal final, Sonde.stats
     assert_operator final[:samples], :>=, stats[:samples]

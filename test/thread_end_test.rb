@@ -157,7 +157,11 @@ class ThreadEndTest < Minitest::Test
   # 3.4; the rest is the main thread's CPU since its last timer signal and
   # Sonde's own threads). On 3.1 native threads are reused and the next
   # thread counts the end of the last (0.976): nothing is found there.
-  def test_the_exit_of_native_threads_is_counted_from_the_process_clock
+  # Statistical: the share moves with the machine's load. On 3.4 beside a
+  # CPU hog, 4 runs each of this build and of the one before deferred
+  # samples (7 Dec 2026): 0.931-0.976 and 0.932-0.986; a clean-clone CI
+  # run, its 3.4 deterministic lane beside three other legs, read 0.894.
+  statistical def test_the_exit_of_native_threads_is_counted_from_the_process_clock
     facts = run_script(<<~RUBY)
       Sonde.start(rate: 100)
       cpu_before = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)

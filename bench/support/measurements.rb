@@ -305,7 +305,7 @@ module SondeBench
     # little as in a short minute of a real worker, not as in 2 s.
     WORKER_SECONDS = 8.0
 
-    Row = Struct.new(:threads, :depth, :passes, :pass_min_ns, :pass_avg_ns, :pass_max_ns, :per_thread_ns,
+    Row = Struct.new(:threads, :depth, :passes, :pass_min_ns, :pass_avg_ns, :pass_p50_ns, :pass_max_ns, :per_thread_ns,
                      keyword_init: true)
 
     attr_reader :rows, :worker_rows # RubyTarget => Row
@@ -345,6 +345,7 @@ module SondeBench
       Row.new(threads: threads, depth: depth, passes: Summary.of(stats.map { |s| s.fetch("samples") }),
               pass_min_ns: stats.map { |s| s.fetch("sampling_time_ns_min") }.min,
               pass_avg_ns: Summary.of(stats.map { |s| s.fetch("sampling_time_ns_avg") }),
+              pass_p50_ns: Summary.of(stats.map { |s| s.fetch("sampling_time_ns_p50") }),
               pass_max_ns: stats.map { |s| s.fetch("sampling_time_ns_max") }.max,
               per_thread_ns: Summary.of(stats.map do |s|
                 s.fetch("sampling_time_ns_total").to_f / [s.fetch("thread_samples"), 1].max

@@ -26,6 +26,7 @@
 #include "capture_buffer.h"
 #include "clocks.h"
 #include "cpu_timers.h"
+#include "duration_histogram.h"
 #include "exit_cpu.h"
 #include "gc_source.h"
 #include "own_threads.h"
@@ -81,6 +82,9 @@ struct sampling_pass {
   uint64_t quiet_passes, waits_credited, catch_up_passes, wall_samples_deferred;
   int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
+  // Every pass's time, for its quantiles: a few passes the machine
+  // preempted move the average, not the median.
+  duration_histogram pass_times;
 };
 
 sampling_pass *sampling_pass_new(uint32_t max_frames) {
@@ -998,6 +1002,7 @@ static void record_pass_time(sampling_pass *pass, int64_t elapsed) {
   pass->ns_total += elapsed;
   if (pass->ns_min == 0 || elapsed < pass->ns_min) pass->ns_min = elapsed;
   if (elapsed > pass->ns_max) pass->ns_max = elapsed;
+  duration_histogram_add(&pass->pass_times, elapsed);
 }
 
 // A pass calls into Ruby (listing and naming threads), and Ruby runs pending
@@ -1186,6 +1191,9 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   stats_put_signed(stats, "sampling_time_ns_min", pass->ns_min);
   stats_put_signed(stats, "sampling_time_ns_max", pass->ns_max);
   stats_put_signed(stats, "sampling_time_ns_avg", pass->passes ? pass->ns_total / (int64_t)pass->passes : 0);
+  stats_put_signed(stats, "sampling_time_ns_p50", duration_histogram_quantile(&pass->pass_times, 0.5));
+  stats_put_signed(stats, "sampling_time_ns_p90", duration_histogram_quantile(&pass->pass_times, 0.9));
+  stats_put_signed(stats, "sampling_time_ns_p99", duration_histogram_quantile(&pass->pass_times, 0.99));
   stats_put_count(stats, "threads_tracked", thread_contexts_count(run->contexts));
   stats_put_count(stats, "threads_ended", pass->threads_ended);
   stats_put_count(stats, "cpu_remainder_samples", pass->cpu_remainders);
