@@ -127,12 +127,19 @@ class TimelineTest < Minitest::Test
   # A flush in the middle of the wait splits it where the period ends. The
   # workload knows its truth: when each wait began and ended, and when the
   # flush came, from the monotonic clock read inside the threads.
-  # Statistical on 3.1/3.2, which see the wake at the next pass: that part
-  # of the wait goes to the stack after it, a tick or more when a loaded
-  # machine delays the pass. Measured 3 runs each (7 Dec 2026, a quiet
-  # machine): 3.1 off by 0.1-9.3 ms, 3.3 and 3.4 by 0.1 ms at most; the
-  # bound is TICKS_OF_SLACK ticks, 30 ms.
+  # Statistical. Up to the flush every Ruby is exact (the flush's own pass);
+  # after it, 3.1/3.2 see the wake at the next pass, and the part of the
+  # wait since the last pass that found the thread waiting goes to the
+  # stack after it: a tick on a quiet machine, more when the overhead
+  # budget spaces out passes that a loaded machine made slow. Measured 3
+  # runs each (7 Dec 2026, a quiet machine): 3.1 off by 0.1-9.3 ms, 3.3
+  # and 3.4 by 0.1 ms at most; in a clean-clone CI run, 3.1's statistical
+  # lane beside the untimed queue, 187 ms once (its retry passed). The
+  # bound is TICKS_OF_SLACK ticks, 30 ms, and on 3.1/3.2 after the flush
+  # LATE_WAKE_SLACK, 250 ms: the 200-ms back-off cap's order, which the
+  # docs give as what a wake seen late can move (overhead.md).
   TICKS_OF_SLACK = 3
+  LATE_WAKE_SLACK = 0.25
   WAIT = 1.0
 
   statistical def test_a_wait_among_busy_threads_is_one_sample_split_at_a_flush
@@ -177,7 +184,8 @@ class TimelineTest < Minitest::Test
             sample.labels["state"] == "sleeping"
         end
         waited = waits.sum { |sample| sample.values[wall] } / 1e9
-        assert_in_delta truth, waited, slack, "the waiter's wait in #{file} (#{waits.size} timed samples)"
+        bound = file == "second.pprof" && RUBY_VERSION < "3.3" ? LATE_WAKE_SLACK : slack
+        assert_in_delta truth, waited, bound, "the waiter's wait in #{file} (#{waits.size} timed samples)"
         # The first pass that found it waiting, one sample for every pass
         # that deferred it, the flush's own pass: not one per pass.
         assert_operator waits.size, :<=, 3, "the waiter's wait in #{file} is one sample, not one per pass"
