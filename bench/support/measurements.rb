@@ -326,9 +326,8 @@ module SondeBench
                                                                seconds: @settings.cost_seconds, env: env)
         end
         @rubies.each do |ruby|
-          seconds = @settings.smoke ? @settings.cost_seconds : WORKER_SECONDS
           @runs[[WORKER, ruby]] << @child.run(WORKER, profiler: "sonde", rate: WORKER_RATE_HZ, scale: @settings.scale,
-                                                      seconds: seconds, ruby: ruby)
+                                                      seconds: worker_seconds, ruby: ruby)
         end
       end
       @log.call("sample cost: done")
@@ -338,6 +337,11 @@ module SondeBench
         [ruby, row(runs.first.details.fetch("threads"), "90-145", runs)]
       end
       self
+    end
+
+    # The smoke run keeps its tiny length for every shape.
+    def worker_seconds
+      @settings.smoke ? @settings.cost_seconds : WORKER_SECONDS
     end
 
     def row(threads, depth, runs)

@@ -251,7 +251,7 @@ module SondeBench
         #{rows.join("\n")}
 
         The shape of a Rails worker under Puma (`bench/workloads/puma_worker.rb`, #{@settings.cost_repeats} run(s),
-        of #{@settings.smoke ? @settings.cost_seconds : SampleCost::WORKER_SECONDS} s, interleaved with the rows above, at #{SampleCost::WORKER_RATE_HZ} Hz, Sonde's default rate, on each Ruby): 9 threads 90-145 frames deep (synthesized from
+        of #{@cost.worker_seconds} s, interleaved with the rows above, at #{SampleCost::WORKER_RATE_HZ} Hz, Sonde's default rate, on each Ruby): 9 threads 90-145 frames deep (synthesized from
         distinct methods, blocks and C methods as a Rails request's layers are), 6 parked in
         `Queue#pop`, `ConditionVariable#wait`, `IO.select` (waking every 0.2 s), `sleep`, a pipe read
         and `Thread#join`, 3 serving short requests. Target: under

@@ -917,6 +917,9 @@ static void sample_wall_of_thread(sonde_run *run, thread_context *context, const
 // that call.
 static bool leave_to_the_ticks(sonde_run *run, thread_context *context, const vm_thread_info *info, int64_t now) {
   if (run->pass->origin != PASS_CATCH_UP || info->state != VM_THREAD_RUNNING) return false;
+  // A muted thread (a live capture's own request) records nothing: its
+  // sample is skipped, and no wait is credited for it either.
+  if (own_threads_contains(run->muted, info->thread)) return false;
   recorder *rec = recorder_slots_active(run->slots);
   credit_wait_until_resume(run, context, info, rec);
   credit_deferred_wait(run, context, info, rec);
