@@ -6,9 +6,11 @@ require_relative "support/test_helper"
 # touches another Ractor's threads from a pass, a job or a hook (that
 # crashed: a tick sent to a Ractor's thread ran the pass there), says in the
 # stats, the profile and `sonde report` how many Ractors ran and how much
-# CPU the profile leaves out, and on Ruby 3.1/3.2 turns allocation sampling
-# off before Ractor.new (Ruby bug #18464). The crash matrix, many runs at
-# 100 and 1000 Hz, is test/stress/ractors_test.rb.
+# CPU the profile leaves out, and turns allocation sampling off before
+# Ractor.new where Ruby's NEWOBJ hook is not safe with Ractors (3.1/3.2:
+# bug #18464; 3.4: ruby/ruby pull request #14596). The crash matrix, many
+# runs at 100 and 1000 Hz, and the same crash with Ruby's own hook, are in
+# test/stress/ractors_test.rb.
 class RactorTest < Minitest::Test
   include SondeTestHelper
 
@@ -70,7 +72,8 @@ class RactorTest < Minitest::Test
       assert status.success?, err
       notes = report.lines.grep(/\ANote: /)
       assert_equal 1, notes.size, report
-      assert_match(/threads of other Ractors are not sampled .*: 1 other Ractor ran; this profile holds/, notes.first)
+      assert_match(/threads and allocations of other Ractors are not sampled .*: 1 other Ractor ran; this profile holds/,
+                   notes.first)
       report, err, status = run_sonde("report", without)
       assert status.success?, err
       assert_empty report.lines.grep(/\ANote: /)
@@ -104,27 +107,56 @@ class RactorTest < Minitest::Test
                  warnings.first)
   end
 
-  # Flushes while Ractors run, with heap: on: allocation sampling was turned
-  # off before the first Ractor (on every Ruby: see RactorGuard), so no
-  # check or record of the live heap runs while they run (the stop may
-  # check it once they are gone), and the run ends
-  # cleanly (before, on 3.4, 5 runs in 20 crashed in a Ractor's GC).
+  # Flushes while Ractors run, with heap: on. Where allocation sampling goes
+  # on (3.3), the live heap is neither checked nor recorded while other
+  # Ractors run: they allocate and sweep the same heap (a check then read a
+  # half-made object: [BUG] in rb_obj_memsize_of, 6 runs in 10 on 3.3). The
+  # stop checks it if the Ractors are gone by then (Ractor.count: a Ractor
+  # whose value was taken may still be ending). Elsewhere allocation
+  # sampling stopped before the first Ractor, so no check runs either.
   def test_flushes_while_ractors_run_leave_the_live_heap_alone
     facts, stderr = run_ractors("sonde", "1000", "heap", "flush", "1")
     stats = facts["stats"]
-    assert_equal true, stats["alloc_turned_off"], stderr
     assert_operator stats["heap_checks"], :<=, 1, "the stop's check at most (once the Ractors are gone)"
-    assert_equal 1, stderr.lines.grep(/allocation profiling stopped before Ractor.new/).size, stderr
+    if Sonde::RactorGuard::ALLOCATIONS_STOP_BEFORE_RACTORS
+      assert_equal true, stats["alloc_turned_off"], stderr
+      assert_equal 1, stderr.lines.grep(/allocation profiling stopped before Ractor.new/).size, stderr
+    else
+      assert_equal false, stats["alloc_turned_off"], stderr
+      assert_operator stats["heap_checks_skipped"], :>, 0, stderr
+      assert_equal "", stderr
+    end
   end
 
-  def test_from_ruby_3_3_allocation_sampling_stops_before_ractor_new_with_one_warning
+  # Ruby 3.3 makes and clears a new object under the VM lock, before its
+  # NEWOBJ hook: sampling goes on across Ractor.new, over the main Ractor's
+  # allocations, and the profile's note says the other Ractors' are left out.
+  def test_on_ruby_3_3_allocation_sampling_goes_on_across_ractor_new
+    skip "Ruby #{RUBY_VERSION} stops allocation sampling before Ractor.new" if Sonde::RactorGuard::ALLOCATIONS_STOP_BEFORE_RACTORS
+
+    facts, stderr = run_ractors("sonde", "1000", "alloc", "plain", "1")
+    assert_equal "", stderr
+    stats = facts["stats"]
+    assert_equal false, stats["alloc_turned_off"]
+    assert_operator stats["alloc_samples"], :>, 0
+    note = facts["comments"].grep(/threads and allocations of other Ractors are not sampled/)
+    assert_equal 1, note.size, facts["comments"].inspect
+  end
+
+  # Ruby 3.4: with a NEWOBJ hook on, an allocation that waits for the VM
+  # lock lets another Ractor's GC mark its half-made object (Sonde's stress
+  # program crashed 5 runs in 20 with heap: and flushes; Ruby's own
+  # ObjectSpace.trace_object_allocations_start crashes the same way, the
+  # control in test/stress/ractors_test.rb).
+  def test_from_ruby_3_4_allocation_sampling_stops_before_ractor_new_with_one_warning
     skip "Ruby #{RUBY_VERSION}: see the bug #18464 test" if Sonde::RactorGuard::NEWOBJ_HOOK_BREAKS_RACTOR_NEW
+    skip "Ruby #{RUBY_VERSION} samples allocations across Ractor.new" unless Sonde::RactorGuard::ALLOCATIONS_STOP_BEFORE_RACTORS
 
     facts, stderr = run_ractors("sonde", "1000", "heap", "plain", "1")
     assert_equal true, facts["stats"]["alloc_turned_off"]
     warnings = stderr.lines.grep(/allocation profiling stopped before Ractor.new/)
     assert_equal 1, warnings.size, stderr
-    assert_match(/on Ruby #{Regexp.escape(RUBY_VERSION)} allocation sampling while other Ractors run can crash/,
+    assert_match(/on Ruby #{Regexp.escape(RUBY_VERSION)} an allocation hook lets another Ractor's GC mark a half-made object.*#14596/,
                  warnings.first)
     assert_equal warnings, stderr.lines, "nothing else on stderr"
   end

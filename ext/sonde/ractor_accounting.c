@@ -65,7 +65,7 @@ VALUE ractor_accounting_end_period(ractor_accounting *accounting, const recorder
   if (ran > 0) {
     char note[320];
     snprintf(note, sizeof(note),
-             "sonde: threads of other Ractors are not sampled (Sonde samples the main Ractor's threads only): "
+             "sonde: threads and allocations of other Ractors are not sampled (Sonde samples the main Ractor's only): "
              "%llu other Ractor%s ran; this profile holds %.3f s of the process's %.3f s of CPU time (%.0f%%)",
              (unsigned long long)ran, ran == 1 ? "" : "s", seconds(profiled), seconds(process),
              process > 0 ? 100.0 * (double)profiled / (double)process : 100.0);

@@ -9,30 +9,42 @@ module Sonde
   #   not sampled (only the main Ractor's are), and the stats, the profile's
   #   comments and `sonde report` say how many ran and how much CPU the
   #   profile leaves out (ext/sonde/ractor_accounting.c);
-  # - allocation sampling is turned off for the rest of the run first, with
-  #   one warning: on Ruby 3.1 and 3.2 a NEWOBJ hook crashes the VM while a
-  #   Ractor is created (Ruby bug #18464: the new Ractor's first objects
-  #   fire the hook before its first frame exists; fixed in Ruby 3.3); on
-  #   3.3+ allocation sampling with flushes while other Ractors ran crashed
-  #   the VM in their GC (cause not found; docs/production.md has the
-  #   counts), and its samples would cover the main Ractor only.
+  # - where a NEWOBJ hook is not safe while Ractors exist, allocation
+  #   sampling is turned off for the rest of the run first, with one
+  #   warning naming Ruby's bug:
+  #   - Ruby 3.1 and 3.2: the hook crashes the VM while a Ractor is created
+  #     (Ruby bug #18464: the new Ractor's first objects fire the hook
+  #     before its first frame exists; fixed in Ruby 3.3);
+  #   - Ruby 3.4: with a NEWOBJ hook on, a new object's slot is cleared
+  #     only after its allocation takes the VM lock, and waiting for that
+  #     lock lets another Ractor's GC run meanwhile and mark the half-made
+  #     object from the allocating thread's stack (ruby/ruby pull request
+  #     #14596). Ruby's own ObjectSpace.trace_object_allocations_start
+  #     crashes the same way (test/stress/ractors_test.rb).
+  #   Ruby 3.3 takes the VM lock before it makes the object, so no GC sees
+  #   it half-made: there allocation sampling goes on, over the main
+  #   Ractor's allocations only (the hook is the main Ractor's).
   # A Ractor made by another Ractor passes straight through: Sonde's core
   # may only be called from the main Ractor, and no hook of Sonde's runs in
   # the creating Ractor.
   module RactorGuard
     # Rubies whose NEWOBJ hook crashes while a Ractor is created.
     NEWOBJ_HOOK_BREAKS_RACTOR_NEW = !Platform.ruby_at_least?("3.3")
+    # Rubies whose NEWOBJ hook lets another Ractor's GC mark a half-made
+    # object. Newer Rubies are assumed to have it until one is tested
+    # without it.
+    NEWOBJ_HOOK_EXPOSES_HALF_MADE_OBJECTS = Platform.ruby_at_least?("3.4")
+    # Whether allocation sampling must stop before a Ractor is created.
+    ALLOCATIONS_STOP_BEFORE_RACTORS = NEWOBJ_HOOK_BREAKS_RACTOR_NEW || NEWOBJ_HOOK_EXPOSES_HALF_MADE_OBJECTS
 
-    WARNING = if NEWOBJ_HOOK_BREAKS_RACTOR_NEW
-                "sonde: allocation profiling stopped before Ractor.new: on Ruby #{RUBY_VERSION} an allocation " \
-                  "hook crashes the VM while a Ractor is created (Ruby bug #18464, fixed in Ruby 3.3); CPU and " \
-                  "wall-time profiling go on, and the allocations sampled so far stay in the profile"
-              else
-                "sonde: allocation profiling stopped before Ractor.new: on Ruby #{RUBY_VERSION} allocation " \
-                  "sampling while other Ractors run can crash the VM in their GC (seen in Sonde's tests, cause " \
-                  "not found yet), and would sample the main Ractor's allocations only; CPU and wall-time " \
-                  "profiling go on, and the allocations sampled so far stay in the profile"
-              end
+    REASON = if NEWOBJ_HOOK_BREAKS_RACTOR_NEW
+               "an allocation hook crashes the VM while a Ractor is created (Ruby bug #18464, fixed in Ruby 3.3)"
+             else
+               "an allocation hook lets another Ractor's GC mark a half-made object, which crashes the VM " \
+                 "(ruby/ruby pull request #14596; ObjectSpace.trace_object_allocations crashes the same way)"
+             end
+    WARNING = "sonde: allocation profiling stopped before Ractor.new: on Ruby #{RUBY_VERSION} #{REASON}; CPU and " \
+              "wall-time profiling go on, and the allocations sampled so far stay in the profile"
 
     @warned = false
 
@@ -42,7 +54,7 @@ module Sonde
       return unless Ractor.current == Ractor.main && Native.loaded?
 
       Native.ractor_created
-      return unless Native.turn_off_allocations
+      return unless ALLOCATIONS_STOP_BEFORE_RACTORS && Native.turn_off_allocations
       return if @warned
 
       @warned = true
