@@ -140,6 +140,8 @@ class TimelineTest < Minitest::Test
   # docs give as what a wake seen late can move (overhead.md).
   TICKS_OF_SLACK = 3
   LATE_WAKE_SLACK = 0.25
+  MOST_WAIT_SAMPLES = 3
+  MOST_WAIT_SAMPLES_BY_CLOCK = 5
   WAIT = 1.0
 
   statistical def test_a_wait_among_busy_threads_is_one_sample_split_at_a_flush
@@ -187,8 +189,13 @@ class TimelineTest < Minitest::Test
         bound = file == "second.pprof" && RUBY_VERSION < "3.3" ? LATE_WAKE_SLACK : slack
         assert_in_delta truth, waited, bound, "the waiter's wait in #{file} (#{waits.size} timed samples)"
         # The first pass that found it waiting, one sample for every pass
-        # that deferred it, the flush's own pass: not one per pass.
-        assert_operator waits.size, :<=, 3, "the waiter's wait in #{file} is one sample, not one per pass"
+        # that deferred it, the flush's own pass: not one per pass (a
+        # half-second wait spans about 50). On 3.1/3.2 only the CPU clock
+        # tells whether the thread ran, and any CPU it uses inside the sleep
+        # ends a deferral: a clean-clone CI run (3.1, beside the untimed
+        # queue) saw 4 once, its retry passed; 3 at most everywhere else.
+        most = RUBY_VERSION < "3.3" ? MOST_WAIT_SAMPLES_BY_CLOCK : MOST_WAIT_SAMPLES
+        assert_operator waits.size, :<=, most, "the waiter's wait in #{file} is one sample, not one per pass"
         # Counted as the passes it spanned (tens of them), not as one each.
         samples = waits.sum { |sample| sample.values[profile.value_index("wall-samples")] }
         assert_operator samples, :>, 2 * waits.size, "the wait counts as the passes it spanned in #{file}"
