@@ -19,6 +19,10 @@
 # The sleeping thread (pthread_create on libc's sleep, through Fiddle) is
 # the cost of one more thread in the process, whoever owns it: Sonde has
 # two (its trigger and its idle helper), which sleep almost always.
+# "sonde, no signals" (signals: false) runs without CPU timers and so
+# without the thread-begin and thread-end hooks that come with them: what
+# is left is the GVL hooks and the thread registry (3.3+), and the
+# difference from "sonde" is what those two hooks cost a thread.
 #
 #   ruby bench/thread_start_in_process.rb ROUNDS THREADS_PER_SLICE RATE
 #
@@ -69,7 +73,7 @@ end
 rounds = Integer(ARGV.fetch(0))
 threads = Integer(ARGV.fetch(1))
 rate = Integer(ARGV.fetch(2))
-kinds = ["none", "none (A/A)", "sonde", "stackprof-cpu"]
+kinds = ["none", "none (A/A)", "sonde", "sonde, no signals", "stackprof-cpu"]
 sleeper = SleepingNativeThread.new if SleepingNativeThread.available?
 kinds << "a sleeping thread" if sleeper
 process_cpu = -> { SondeBench::Workload.process_cpu }
@@ -82,6 +86,7 @@ rounds.times do
   kinds.shuffle(random: random).each do |kind|
     case kind
     when "sonde" then Sonde.start(rate: rate)
+    when "sonde, no signals" then Sonde.start(rate: rate, signals: false)
     when "stackprof-cpu" then StackProf.start(mode: :cpu, interval: 1_000_000 / rate, raw: true)
     when "a sleeping thread" then sleeper.start
     end
@@ -92,6 +97,7 @@ rounds.times do
     when "sonde"
       Sonde.stop
       sonde_threads_ended += Sonde.stats.fetch(:threads_ended)
+    when "sonde, no signals" then Sonde.stop
     when "stackprof-cpu" then StackProf.stop
     when "a sleeping thread" then sleeper.stop
     end
