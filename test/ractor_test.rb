@@ -143,6 +143,52 @@ class RactorTest < Minitest::Test
     assert_equal 1, note.size, facts["comments"].inspect
   end
 
+  # What the profile's allocations hold with Ractors running (3.3): the
+  # main Ractor's, estimated as without them, and none of the other
+  # Ractors' (their allocations fire no hook of Sonde's). The main thread
+  # makes MAIN_FOOS Foos while four Ractors make Foos of the same class,
+  # four times as many, in the same span.
+  # Statistical. Its bound against what 6 runs measured (3.3.8, 7 Dec
+  # 2026, SONDE_SPREAD_LOG + script/spread): "Foos of the main Ractor only"
+  # -0.13% to +0.02% of +-3%, the bound of the other every-allocation
+  # counts (allocation_test); the Ractors' Foos, counted, would be 5x.
+  MAIN_FOOS = 200_000
+
+  statistical def test_on_ruby_3_3_the_allocations_are_the_main_ractors_own
+    skip "Ruby #{RUBY_VERSION} stops allocation sampling before Ractor.new" if Sonde::RactorGuard::ALLOCATIONS_STOP_BEFORE_RACTORS
+
+    script = <<~RUBY
+      Warning[:experimental] = false
+      require "sonde"
+      class Foo; end
+      Sonde.start(alloc: true, alloc_duty: 1, alloc_interval: 128)
+      go = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.2
+      ractors = Array.new(4) do
+        Ractor.new(go) do |start|
+          nil until Process.clock_gettime(Process::CLOCK_MONOTONIC) >= start
+          kept = nil
+          #{MAIN_FOOS}.times { kept = Foo.new }
+          kept.class.name
+        end
+      end
+      nil until Process.clock_gettime(Process::CLOCK_MONOTONIC) >= go
+      kept = nil
+      #{MAIN_FOOS}.times { kept = Foo.new }
+      names = ractors.map { |r| r.respond_to?(:value) ? r.value : r.take }
+      profile = Sonde.stop
+      decoded = profile.decode
+      index = decoded.value_index("alloc-samples")
+      foos = decoded.samples.sum { |s| s.labels["allocation class"] == "Foo" ? s.values[index] : 0 }
+      puts profile.stats[:alloc_turned_off], names.uniq.inspect, foos
+    RUBY
+    out, err, status = run_ruby("-e", script)
+    assert status.success?, "#{status.inspect}\n#{err}"
+    turned_off, names, foos = out.lines.map(&:strip)
+    assert_equal "false", turned_off, err
+    assert_equal '["Foo"]', names, "the Ractors made their Foos"
+    assert_within MAIN_FOOS, Float(foos), 0.03, "Foos of the main Ractor only (the others made #{4 * MAIN_FOOS})"
+  end
+
   # Ruby 3.4: with a NEWOBJ hook on, an allocation that waits for the VM
   # lock lets another Ractor's GC mark its half-made object (Sonde's stress
   # program crashed 5 runs in 20 with heap: and flushes; Ruby's own
