@@ -412,8 +412,20 @@ class RealStackTest < Minitest::Test
   end
 
   # The end of a child's log, backtraces cut to their first lines.
+  # The log's last 40 lines without backtrace frames, then the first
+  # BACKTRACE_LINES frames of the last backtrace in it: a process that died
+  # of an exception says where (a sidekiq that exited once in CI with a
+  # LoadError showed only the message).
+  BACKTRACE_LINES = 15
+
   def tail(log)
-    File.read(log).lines.reject { |line| line.start_with?("\tfrom ") }.last(40).join
+    lines = File.read(log).lines
+    frame = ->(line) { line.start_with?("\tfrom ") }
+    last_message = lines.rindex { |line| !frame.call(line) }
+    backtrace = last_message ? lines[(last_message + 1)..].take_while(&frame) : []
+    backtrace = lines.reverse.drop_while { |line| !frame.call(line) }.take_while(&frame).reverse if backtrace.empty?
+    text = lines.reject(&frame).last(40).join
+    backtrace.empty? ? text : "#{text}(last backtrace)\n#{backtrace.first(BACKTRACE_LINES).join}"
   end
 
   def monotonic
