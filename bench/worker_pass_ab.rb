@@ -71,8 +71,8 @@ module WorkerPassAB
 end
 
 if $PROGRAM_NAME == __FILE__
-  before, after = ARGV[0, 2].map { |dir| File.expand_path(dir.to_s) }
   abort "usage: ruby bench/worker_pass_ab.rb BEFORE_DIR AFTER_DIR [ROUNDS] [SECONDS] [RUBIES]" unless ARGV.size >= 2
+  before, after = ARGV[0, 2].map { |dir| File.expand_path(dir) }
   [before, after].each { |dir| abort "#{dir}: no #{WorkerPassAB::WORKLOAD} there" unless File.exist?(File.join(dir, WorkerPassAB::WORKLOAD)) }
   WorkerPassAB.run(before, after, Integer(ARGV.fetch(2, "6")), Float(ARGV.fetch(3, "8")),
                    ARGV.fetch(4, "host,3.3,3.4").split(","))

@@ -411,7 +411,6 @@ class RealStackTest < Minitest::Test
     File.read(log).lines.grep(/sonde/i).last(5).join
   end
 
-  # The end of a child's log, backtraces cut to their first lines.
   # The log's last 40 lines without backtrace frames, then the first
   # BACKTRACE_LINES frames of the last backtrace in it: a process that died
   # of an exception says where (a sidekiq that exited once in CI with a
@@ -421,9 +420,7 @@ class RealStackTest < Minitest::Test
   def tail(log)
     lines = File.read(log).lines
     frame = ->(line) { line.start_with?("\tfrom ") }
-    last_message = lines.rindex { |line| !frame.call(line) }
-    backtrace = last_message ? lines[(last_message + 1)..].take_while(&frame) : []
-    backtrace = lines.reverse.drop_while { |line| !frame.call(line) }.take_while(&frame).reverse if backtrace.empty?
+    backtrace = lines.reverse.drop_while { |line| !frame.call(line) }.take_while(&frame).reverse
     text = lines.reject(&frame).last(40).join
     backtrace.empty? ? text : "#{text}(last backtrace)\n#{backtrace.first(BACKTRACE_LINES).join}"
   end
