@@ -34,13 +34,22 @@ class ThreadSyscallsTest < Minitest::Test
   # more); before the process id was kept rather than asked for, 19.4 on
   # 3.3 and 3.4, of which getpid 13.1.
   MAX_EXTRA_CALLS = 4.0
-  # getpid on its own: 0.0 counted (13.1 before).
+  # getpid on its own: 0.0 counted on 3.3 and 3.4 (13.1 before); on 3.1,
+  # Ruby's own spread (RUBY_OWN_CALLS_PER_THREAD).
   MAX_EXTRA_GETPID = 0.5
-  # After a run stopped: counted 0.0 on 3.4, 0.06 (getpid) on 3.1 and 0.07
-  # (clock_gettime) on 3.3, what two runs' lengths differ by; 2.0 on 3.3
-  # and 3.4 (gettid and the EXITED clock) when the hooks made records
-  # between runs too.
+  # After a run stopped: counted 0.0 on 3.4 and 0.07 (clock_gettime) on
+  # 3.3, what two runs' lengths differ by; 2.0 on 3.3 and 3.4 (gettid and
+  # the EXITED clock) when the hooks made records between runs too.
   MAX_EXTRA_CALLS_STOPPED = 0.25
+  # A call Ruby itself makes this often per thread is compared apart: its
+  # count follows the scheduling, not Sonde. Ruby 3.1 asks for the process
+  # id about twice per thread (arming its GVL timer when a thread waits for
+  # the lock); 6 runs of each mode counted 2.01-2.20 per thread without
+  # Sonde, 2.04-2.22 after a run stopped and 1.98-2.31 under Sonde, so one
+  # run's difference from the control reads -0.14 to +0.28 (the 0.28 in a
+  # CI run, 2026-12-07) with Sonde adding none.
+  RUBY_OWN_CALLS_PER_THREAD = 1.0
+  MAX_EXTRA_RUBY_OWN_CALLS = 0.5
 
   def setup
     skip "strace is not installed (script/setup installs it)" unless system("strace -V > /dev/null 2>&1")
@@ -72,24 +81,34 @@ class ThreadSyscallsTest < Minitest::Test
     control, sonde, stopped = %w[control sonde stopped].map { |mode| per_thread(ruby, mode) }
     extra = SONDE_CALLS.to_h { |name| [name, (sonde.fetch(name, 0) - control.fetch(name, 0)).round(2)] }
     extra_stopped = SONDE_CALLS.to_h { |name| [name, (stopped.fetch(name, 0) - control.fetch(name, 0)).round(2)] }
+    rubys_own = SONDE_CALLS.select { |name| control.fetch(name, 0) >= RUBY_OWN_CALLS_PER_THREAD }
     version = ruby || RUBY_VERSION
-    SondeStress.record("thread syscalls #{version}", extra: extra, extra_stopped: extra_stopped)
-    assert_operator extra_stopped.values.sum, :<=, MAX_EXTRA_CALLS_STOPPED,
+    SondeStress.record("thread syscalls #{version}", extra: extra, extra_stopped: extra_stopped,
+                                                     control: control.slice(*SONDE_CALLS))
+    assert_operator extra_stopped.except(*rubys_own).values.sum, :<=, MAX_EXTRA_CALLS_STOPPED,
                     "Ruby #{version}, after Sonde stopped: more calls per thread #{extra_stopped}"
+    rubys_own.each do |name|
+      assert_operator extra_stopped.fetch(name), :<=, MAX_EXTRA_RUBY_OWN_CALLS,
+                      "Ruby #{version}, after Sonde stopped: more #{name} per thread, where Ruby makes " \
+                      "#{control.fetch(name).round(2)} itself: #{extra_stopped}"
+    end
     assert_operator extra.fetch("getpid"), :<=, MAX_EXTRA_GETPID, "Ruby #{version}: more calls per thread #{extra}"
     assert_operator extra.values.sum, :<=, MAX_EXTRA_CALLS, "Ruby #{version}: more calls per thread #{extra}"
     # A thread gone before any pass needs no timer: 1.0 before.
     assert_operator extra.fetch("timer_create"), :<=, 0.05, "Ruby #{version}: #{extra}"
   end
 
-  def test_on_this_ruby
+  # Statistical: the counts follow the scheduling (see
+  # RUBY_OWN_CALLS_PER_THREAD for the spread measured on 3.1).
+  statistical def test_on_this_ruby
     check(nil)
   end
 
   %w[3.3 3.4].each do |version|
-    define_method("test_on_ruby_#{version.delete(".")}") do
+    test = define_method("test_on_ruby_#{version.delete(".")}") do
       build_on_other_ruby(version)
       check(version)
     end
+    statistical test
   end
 end
