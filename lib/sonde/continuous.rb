@@ -120,18 +120,25 @@ module Sonde
     # ends at the flusher's next tick, so no period is longer than the
     # longer of `every` and the capture. One at a time: StateError for a
     # second. Raises what Sonde.flush raises.
+    #
+    # The calling thread is muted before the flush that opens the capture:
+    # that flush encodes the period before it with the GVL released, and a
+    # pass meanwhile put the caller's wait for the GVL, in Native.flush,
+    # into the capture's period (5 captures of 5 beside a busy thread).
     def capture(seconds, cancelled: nil)
-      @period_lock.synchronize do
-        raise StateError, CAPTURE_BUSY if @capturing
-
-        flush_now
-        @capturing = true
-      end
       CaptureWait.muted do
-        CaptureWait.wait(seconds, cancelled)
-        @period_lock.synchronize { flush_now }
-      ensure
-        @capturing = false
+        @period_lock.synchronize do
+          raise StateError, CAPTURE_BUSY if @capturing
+
+          flush_now
+          @capturing = true
+        end
+        begin
+          CaptureWait.wait(seconds, cancelled)
+          @period_lock.synchronize { flush_now }
+        ensure
+          @capturing = false
+        end
       end
     end
 
