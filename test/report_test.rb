@@ -597,6 +597,6 @@ class ReportCommandTest < Minitest::Test
   def test_directory
     code, _, err = run_command(Dir.tmpdir)
     assert_equal 1, code
-    assert_one_line_error(err, /is a directory/)
+    assert_one_line_error(err, /is a directory \(for the profiles in it, give #{Regexp.escape(File.join(Dir.tmpdir, "*.pprof"))}\)/)
   end
 end

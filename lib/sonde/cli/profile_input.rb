@@ -28,7 +28,8 @@ module Sonde
       rescue Errno::ENOENT
         raise Error, "#{file}: no such file"
       rescue Errno::EISDIR
-        raise Error, "#{file}: is a directory"
+        # A directory exporter's folder is what a user has at hand.
+        raise Error, "#{file}: is a directory (for the profiles in it, give #{File.join(file, "*.pprof")})"
       rescue Errno::EACCES
         raise Error, "#{file}: permission denied"
       rescue SystemCallError => e
