@@ -2,6 +2,7 @@
 
 require_relative "support/test_helper"
 require "sonde/flamegraph"
+require "sonde/pprof/merge"
 require "support/page_data"
 require "support/pprof_fixture"
 require "support/derived_fixture"
@@ -74,6 +75,32 @@ class FlamegraphTimelineTest < Minitest::Test
     data = page_data(Sonde::Pprof.decode(f.encode))
     assert_equal (970 * MS).to_s, data["timeline"]["originNs"]
     assert_equal [[0, [0, 40_000, 40 * MS]]], data["timeline"]["lanes"]
+  end
+
+  # A fleet's workers, merged (sonde flamegraph w1.pprof w2.pprof): they
+  # ran side by side, so the axis ends at the latest end, not at the sum
+  # of their durations (4 s here before); and each worker's "main" lane
+  # says its thread id.
+  def test_merged_workers_share_one_axis_and_their_lanes_are_told_apart
+    skip "protoc is not installed" unless PprofFixture.protoc?
+    workers = [[11, 1000], [12, 1100]].map do |tid, start_ms|
+      f = PprofFixture::Builder.new
+      f.sample_type("wall-time", "nanoseconds")
+      f.field("time_nanos: #{start_ms * MS}")
+      f.field("duration_nanos: #{2000 * MS}")
+      serve = f.frame("serve", "app.rb", line: 1)
+      f.sample([serve], [10 * MS], "thread id" => tid, "thread name" => "main", "state" => "running",
+                                   "end_timestamp_ns" => (start_ms + 500) * MS)
+      f.sample([serve], [10 * MS], "thread id" => tid + 100, "thread name" => "reactor #{tid}",
+                                   "state" => "blocked", "end_timestamp_ns" => (start_ms + 600) * MS)
+      Sonde::Pprof.decode(f.encode)
+    end
+    merged = Sonde::Pprof::Merge.call(workers)
+    assert_equal 4000 * MS, merged.duration_nanos, "the duration is the sum, as go tool pprof has it"
+    timeline = page_data(merged)["timeline"]
+    assert_equal (1000 * MS).to_s, timeline["originNs"]
+    assert_equal 2_100_000, timeline["endUs"], "the later worker's end"
+    assert_equal ["main (11)", "reactor 11", "main (12)", "reactor 12"], timeline["names"]
   end
 
   def test_ten_thousand_moments_per_thread_all_land

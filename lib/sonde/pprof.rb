@@ -29,12 +29,15 @@ module Sonde
     UNKNOWN_FUNCTION = Function.new(id: 0, name: "<unknown>", filename: "", start_line: 0).freeze
 
     # A decoded profile. locations and functions are Hashes by id.
+    # end_nanos: where the time it covers ends, time + duration unless
+    # given (merged profiles: the latest end of theirs, while the duration
+    # is the sum, as go tool pprof sums it). Not in the pprof format.
     class Profile
       attr_reader :sample_types, :samples, :locations, :functions, :time_nanos, :duration_nanos,
-                  :period_type, :period, :comments, :default_sample_type
+                  :period_type, :period, :comments, :default_sample_type, :end_nanos
 
       def initialize(sample_types:, samples:, locations:, functions:, time_nanos:, duration_nanos:,
-                     period_type:, period:, comments:, default_sample_type:)
+                     period_type:, period:, comments:, default_sample_type:, end_nanos: nil)
         @sample_types = sample_types
         @samples = samples
         @locations = locations
@@ -45,6 +48,7 @@ module Sonde
         @period = period
         @comments = comments
         @default_sample_type = default_sample_type
+        @end_nanos = end_nanos || (time_nanos.to_i + duration_nanos.to_i)
       end
 
       # Index of the sample type named type_name in each sample's values, or nil.

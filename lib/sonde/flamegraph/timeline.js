@@ -28,7 +28,8 @@
   var SPAN_COLORS = ["#ffe8cc", "#d0ebff", "#d3f9d8", "#f3d9fa", "#fff3bf", "#c5f6fa", "#ffdeeb", "#e5dbff"];
   var GRID_COLOR = "#e9ecef";
   var TEXT_COLOR = "#495057";
-  var GUTTER = 150;      // px left of the plot, for the lane names
+  var GUTTER = 150;      // px left of the plot, for the lane names (widened to fit them, up to MAX_GUTTER)
+  var MAX_GUTTER = 260;
   var RIGHT_MARGIN = 12;
   var AXIS = 20;         // px of the time axis above the lanes
   var BAND = 18;         // a lane's state band
@@ -78,6 +79,16 @@
     var steps = [1, 2, 5, 10];
     for (var i = 0; i < steps.length; i++) if (steps[i] * power >= raw) return steps[i] * power;
     return 10 * power;
+  }
+
+  // Wide enough for the longest lane name in the names' own font (a
+  // thread id after a repeated name must not be cut off), within bounds.
+  function gutterFor(lanes, names) {
+    var context = document.createElement("canvas").getContext("2d");
+    var style = window.getComputedStyle(names);
+    context.font = "600 " + style.fontSize + " " + style.fontFamily;
+    var widest = lanes.reduce(function (most, lane) { return Math.max(most, context.measureText(lane.name).width); }, 0);
+    return Math.max(150, Math.min(MAX_GUTTER, Math.ceil(widest) + 16));
   }
 
   // One thread's moments as typed arrays, in order of end.
@@ -131,8 +142,14 @@
     var cpu = data.types.findIndex(function (t) { return t[0] === "cpu-time"; });
     // The time a moment covers: its wall time; its CPU time in a profile without wall time.
     var paintType = wall >= 0 ? wall : cpu;
-    var allLanes = data.timeline.lanes.map(function (entry) { return laneOf(data, entry, paintType); });
+    var allLanes = data.timeline.lanes.map(function (entry, i) {
+      var lane = laneOf(data, entry, paintType);
+      // Told apart by thread id where names repeat (a merged fleet's "main"s).
+      if (data.timeline.names) lane.name = data.timeline.names[i];
+      return lane;
+    });
     var lanes = allLanes; // those of the threads shown
+    GUTTER = gutterFor(allLanes, names);
     var whole = { from: 0, to: Math.max(1, data.timeline.endUs) };
     var view = whole;
     var range = null;

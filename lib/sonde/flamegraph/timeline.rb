@@ -19,6 +19,9 @@ module Sonde
     #             its threads were met); in each, its moments by end
     #             (microseconds from origin); a wall sample covers the
     #             wall-time before its end
+    #   names:    each lane's name: its thread's, with the thread id
+    #             after it when another lane has the same name (the
+    #             workers of a merged fleet each have a "main")
     #
     # nil when no sample has a moment: recorded with --no-timeline,
     # timeline: false, or in continuous mode.
@@ -50,7 +53,8 @@ module Sonde
         lanes = lanes(timed, origin)
         return nil if lanes.empty?
 
-        { "originNs" => origin.to_s, "endUs" => axis_end_us(lanes, origin), "lanes" => lanes }
+        { "originNs" => origin.to_s, "endUs" => axis_end_us(lanes, origin), "lanes" => lanes,
+          "names" => lane_names(lanes) }
       end
 
       private
@@ -62,10 +66,17 @@ module Sonde
         start.positive? && start <= first ? start : first
       end
 
+      # The latest moment, or the profile's end if later (merged files:
+      # the latest of theirs, not the sum of their durations).
       def axis_end_us(lanes, origin)
         last = lanes.map { |_thread, moments| moments[1 - width] }.max
-        stop = @profile.time_nanos.to_i + @profile.duration_nanos.to_i
-        [last, ((stop - origin) / NS_PER_US)].max
+        [last, ((@profile.end_nanos - origin) / NS_PER_US)].max
+      end
+
+      def lane_names(lanes)
+        threads = lanes.map { |thread, _moments| @stacks.threads[thread] }
+        repeated = threads.map(&:label).tally.select { |_label, count| count > 1 }
+        threads.map { |thread| repeated.key?(thread.label) && thread.id ? "#{thread.label} (#{thread.id})" : thread.label }
       end
 
       def width

@@ -10,7 +10,8 @@ module Sonde
     # first line; lines) and the same labels become one sample whose values
     # are the sums. The merged profile starts at the earliest start, lasts
     # the sum of the durations, keeps the largest period, the first default
-    # sample type and each distinct comment once.
+    # sample type and each distinct comment once. Its end_nanos is the
+    # latest end of theirs: a fleet's workers run side by side.
     #
     #   Pprof::Merge.call([worker1, worker2], names: ["w1.pprof", "w2.pprof"])
     module Merge
@@ -62,6 +63,7 @@ module Sonde
             functions: @functions.values.to_h { |function| [function.id, function] },
             time_nanos: @profiles.map(&:time_nanos).reject(&:zero?).min || 0,
             duration_nanos: @profiles.sum(&:duration_nanos),
+            end_nanos: @profiles.map(&:end_nanos).max,
             period_type: first.period_type,
             period: @profiles.map(&:period).max,
             comments: @profiles.flat_map(&:comments).uniq,
