@@ -331,6 +331,35 @@ class ExportersTest < Minitest::Test
     assert_equal [1, 3], failing.stats.values_at(:exported, :failed)
   end
 
+  # Sonde's own threads load no Ruby file: a require there runs beside the
+  # application's boot (a Rails app booting in Sidekiq on 3.4 died 1 time
+  # in 12 with a LoadError for a file it has while the exporter thread
+  # loaded net/http, 12 files, at its first post). Each HTTP exporter, in
+  # a fresh process, through a failed post: $LOADED_FEATURES is the same
+  # after it as right after Sonde.start.
+  def test_exporter_threads_load_no_file_after_start
+    script = <<~RUBY
+      require "json"
+      require "sonde"
+      Sonde.start(continuous: true, every: 1, export: "\#{ARGV[0]}?max_attempts=1", service: "boot")
+      before = $LOADED_FEATURES.dup
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
+      sleep 0.05 until Sonde.stats[:exporters].first[:failed] >= 1 ||
+                       Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      stats = Sonde.stats[:exporters].first
+      Sonde.stop
+      puts JSON.generate(added: $LOADED_FEATURES - before, failed: stats[:failed])
+    RUBY
+    port = free_port # nothing listens: the post fails at connect, after loading what it needs
+    %w[pyroscope datadog otlp].each do |kind|
+      out, err, status = run_ruby("-e", script, "#{kind}:http://127.0.0.1:#{port}", gems: true)
+      assert status.success?, "#{kind}: #{err}"
+      result = JSON.parse(out.lines.last)
+      assert_equal 1, result["failed"], "#{kind}: the post was tried: #{err}"
+      assert_empty result["added"], "#{kind}: files loaded on Sonde's threads after start"
+    end
+  end
+
   def test_too_many_requests_is_retried_and_can_succeed
     target = server(status: 429)
     pyroscope = exporter("pyroscope:#{target.url}")

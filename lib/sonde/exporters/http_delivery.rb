@@ -52,6 +52,20 @@ module Sonde
         end
       end
 
+      # Net::HTTP (and what it loads: net/protocol, resolv, io/wait) is
+      # loaded here, when a run makes the exporter on the thread that starts
+      # Sonde, not at load (Options reads the registry at every start) nor
+      # at the first post on the exporter's thread. A require on that thread
+      # runs beside the application's own boot: under -rsonde/auto, a Rails
+      # app booting in Sidekiq on Ruby 3.4, on a loaded machine, died 1 time
+      # in 12 with a LoadError for a file it has
+      # (action_view/dependency_tracker/ruby_tracker) while the exporter
+      # thread was loading net/http.
+      def initialize(settings)
+        require "net/http"
+        super
+      end
+
       private
 
       # Posts body to uri (a URI::HTTP, query included). Every Net::HTTP
@@ -59,7 +73,6 @@ module Sonde
       # used: the Datadog agent is local, and a proxy for Pyroscope would be
       # a setting of its own.
       def post(uri, body, headers)
-        require "net/http" # here, not at load: Options reads the registry at every start
         http = Net::HTTP.new(uri.host, uri.port, nil)
         http.use_ssl = uri.scheme == "https"
         http.open_timeout = http.read_timeout = http.write_timeout = settings.timeout
