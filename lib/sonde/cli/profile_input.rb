@@ -16,9 +16,10 @@ module Sonde
       module_function
 
       # Reads each file and merges them into one profile (Pprof::Merge: the
-      # same sample types required, equal samples summed).
+      # same sample types required, equal samples summed), one file at a
+      # time: memory follows the merged profile, not the number of files.
       def read_all(files)
-        Pprof::Merge.call(files.map { |file| read(file) }, names: files)
+        Pprof::Merge.each_merged(files) { |i| read(files[i]) }
       rescue Pprof::Merge::IncompatibleError => e
         raise Error, e.message
       end
