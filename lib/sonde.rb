@@ -132,10 +132,16 @@ module Sonde
     # Profiles the block and returns its Sonde::Profile; with out:, also
     # writes it there (checked before the block runs). The profile is
     # written even when the block raises; the exception then goes on.
+    # While continuous mode runs (RUBYOPT=-rsonde/auto, always-on), the
+    # block's period is cut out of that run, which goes on, with its
+    # settings (an option that differs is a Sonde::StateError).
     def profile(out: nil, **options)
       raise Sonde::ArgumentError, "Sonde.profile needs a block" unless block_given?
 
       Profile.check_writable!(out) if out
+      within = session.profile_within_continuous(out, options) { yield }
+      return within if within
+
       start(**options)
       begin
         yield

@@ -64,6 +64,38 @@ class ProfilerApiTest < Minitest::Test
     assert Sonde.running?, "the first run goes on"
   end
 
+  # Sonde.profile where always-on profiling runs (a console under
+  # RUBYOPT=-rsonde/auto): it used to raise "already running", and the
+  # StateError's advice, Sonde.stop, ended the always-on run. The block's
+  # period is now cut out of that run, which goes on, exported like any
+  # other, and written to out: even when the block raises. Exact checks
+  # (periods, files, refusals); the CPU bound is loose on purpose: the
+  # block burns 0.3 s and any period that held it has more than 0.1 s.
+  def test_profile_inside_continuous_mode_cuts_the_blocks_period
+    Dir.mktmpdir do |dir|
+      Sonde.start(continuous: true, every: 60, export: "dir:#{dir}", service: "console")
+      out = File.join(dir, "block.pprof")
+      profile = Sonde.profile(out: out) { spin(0.3) }
+      assert Sonde.running?, "the continuous run goes on"
+      decoded = Sonde::Pprof.read(out)
+      assert_operator total(decoded, "cpu-time"), :>, 0.1e9, "the block's CPU is in its profile"
+      error = assert_raises(Sonde::StateError) { Sonde.profile(rate: 1000) { spin(0.01) } }
+      assert_equal "Sonde runs in continuous mode here; Sonde.profile takes the block's period out of that run, " \
+                   "with the run's settings: rate: 100 (given rate: 1000)", error.message
+      raised = File.join(dir, "raised.pprof")
+      assert_raises(RuntimeError) { Sonde.profile(out: raised) { raise "the block failed" } }
+      assert File.exist?(raised), "written although the block raised"
+      Sonde.stop
+      periods = Dir[File.join(dir, "console-*.pprof")].map { |path| Sonde::Pprof.read(path) }.sort_by(&:time_nanos)
+      assert_includes periods.map { |p| [p.time_nanos, p.duration_nanos] }, [decoded.time_nanos, decoded.duration_nanos],
+                      "the block's profile is one of the exported periods"
+      assert_in_delta profile.duration, decoded.duration_nanos / 1e9, 1e-6
+      periods.each_cons(2) do |earlier, later|
+        assert_in_delta earlier.time_nanos + earlier.duration_nanos, later.time_nanos, 5_000_000, "no gap between periods"
+      end
+    end
+  end
+
   def test_bad_options_name_the_option_and_what_is_accepted
     {
       { rate: 0 } => /rate must be an Integer from 1 to 5000.*got 0/,

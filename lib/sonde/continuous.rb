@@ -126,20 +126,32 @@ module Sonde
     # pass meanwhile put the caller's wait for the GVL, in Native.flush,
     # into the capture's period (5 captures of 5 beside a busy thread).
     def capture(seconds, cancelled: nil)
-      CaptureWait.muted do
-        @period_lock.synchronize do
-          raise StateError, CAPTURE_BUSY if @capturing
+      CaptureWait.muted { period_around { CaptureWait.wait(seconds, cancelled) } }
+    end
 
-          flush_now
-          @capturing = true
-        end
+    # Runs the block in a period of its own, cut at its start and end and
+    # exported like any other (Sonde.profile in continuous mode; a live
+    # capture's wait). Returns that period's Sonde::Profile; closed, the
+    # same profile, is called with it before the block's exception, if
+    # any, goes on. One at a time: StateError for a second.
+    def period_around(closed = nil)
+      @period_lock.synchronize do
+        raise StateError, CAPTURE_BUSY if @capturing
+
+        flush_now
+        @capturing = true
+      end
+      begin
+        yield
+      ensure
         begin
-          CaptureWait.wait(seconds, cancelled)
-          @period_lock.synchronize { flush_now }
+          profile = @period_lock.synchronize { flush_now }
+          closed&.call(profile)
         ensure
           @capturing = false
         end
       end
+      profile
     end
 
     private

@@ -159,6 +159,27 @@ module Sonde
       profile
     end
 
+    # Sonde.profile while continuous mode runs (an always-on process, a
+    # console under RUBYOPT=-rsonde/auto): the block's period is cut out
+    # of the run, which goes on, and exported like any other; nil when no
+    # continuous run is active (Sonde.profile then starts and stops one of
+    # its own). The run's settings apply: an option that differs from the
+    # run's is refused, naming it.
+    def profile_within_continuous(out, options)
+      continuous = @continuous
+      return nil unless continuous && active?
+
+      current = @options.to_h
+      differing = options.reject { |name, value| current.key?(name) && current[name] == value }
+      unless differing.empty?
+        run = differing.keys.map { |name| "#{name}: #{current.key?(name) ? current[name].inspect : "(no such option)"}" }
+        given = differing.map { |name, value| "#{name}: #{value.inspect}" }
+        raise StateError, "Sonde runs in continuous mode here; Sonde.profile takes the block's period out of that " \
+                          "run, with the run's settings: #{run.join(", ")} (given #{given.join(", ")})"
+      end
+      continuous.period_around(out && ->(profile) { profile.write(out) }) { yield }
+    end
+
     def on_exec(&block)
       @exec_listeners << block
     end
