@@ -41,7 +41,7 @@ common = %w[sonde.c run.c profiler.c testing.c clocks.c signals.c signal_sampler
             sampling_pass.c thread_contexts.c thread_states.c stacks.c recorder.c recorder_slots.c
             pprof_wire.c pprof_builder.c pprof_rename.c pprof_rename_binding.c profile_export.c pacing.c labels.c
             alloc_source.c heap_tracker.c current_ids.c ractor_accounting.c stats.c exit_cpu.c trigger_park.c
-            timeline_log.c duration_histogram.c]
+            timeline_log.c duration_histogram.c utf8_text.c]
 
 # The VM backend is picked by what this Ruby's headers declare, not by its
 # version: the public APIs when every function vm_public.c calls is there,

@@ -23,6 +23,7 @@
 
 #include "pprof_fields.h"
 #include "pprof_wire.h"
+#include "utf8_text.h"
 
 #define FNV_OFFSET_BASIS 14695981039346656037ull
 #define FNV_PRIME 1099511628211ull
@@ -204,8 +205,21 @@ static int reserve_new_string(pprof_builder *builder, size_t len) {
   return 0;
 }
 
+// A string that is not valid UTF-8 goes in with each invalid byte replaced
+// by U+FFFD (utf8_text.h: one such byte made a Collector refuse the whole
+// profile); the original is not in the table.
+static int64_t intern_scrubbed(pprof_builder *builder, const char *s, size_t len) {
+  size_t capacity = utf8_text_scrubbed_capacity(len);
+  char *scrubbed = capacity ? malloc(capacity) : NULL;
+  if (!scrubbed) return -1;
+  int64_t index = pprof_string(builder, scrubbed, utf8_text_scrub(s, len, scrubbed));
+  free(scrubbed);
+  return index;
+}
+
 int64_t pprof_string(pprof_builder *builder, const char *s, size_t len) {
   if (!s) len = 0; // a NULL string is taken as the empty string
+  if (!utf8_text_valid(s, len)) return intern_scrubbed(builder, s, len);
   uint64_t hash = fnv1a(s, len);
   size_t slot = find_string_slot(builder, s, len, hash);
   if (builder->slots[slot]) return (int64_t)(builder->slots[slot] - 1);

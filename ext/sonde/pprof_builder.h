@@ -29,7 +29,8 @@ pprof_builder *pprof_builder_new(void);
 void pprof_builder_free(pprof_builder *builder);
 
 // Interns a string of len bytes (need not be NUL-terminated); returns its
-// string-table index, or -1 when out of memory.
+// string-table index, or -1 when out of memory. Bytes that are not UTF-8
+// go in as U+FFFD (utf8_text.h): protobuf strings must be UTF-8.
 int64_t pprof_string(pprof_builder *builder, const char *s, size_t len);
 int64_t pprof_cstring(pprof_builder *builder, const char *s);
 

@@ -1,4 +1,4 @@
-// modules: pprof_builder.c pprof_wire.c
+// modules: pprof_builder.c pprof_wire.c utf8_text.c
 //
 // pprof_builder_test.c: unit tests of pprof_builder.c. Pure C, built under
 // AddressSanitizer and UndefinedBehaviorSanitizer by `rake test:c`.
@@ -60,6 +60,26 @@ static void test_strings_are_interned(void) {
     CHECK_EQ_STR(string_at(&d, 1), "main");
     CHECK_EQ_STR(string_at(&d, 2), "app.rb");
     CHECK_EQ_STR(string_at(&d, 5), "a");
+  }
+  free_decoded(&d);
+  pprof_builder_free(builder);
+}
+
+// A thread named with bytes that are not UTF-8 (Ruby allows it) would
+// make the whole profile unreadable to Go's protobuf decoder: each invalid
+// byte goes in as U+FFFD, and the scrubbed text is interned like any other.
+static void test_strings_that_are_not_utf8_are_scrubbed(void) {
+  pprof_builder *builder = pprof_builder_new();
+  if (!CHECK(builder != NULL)) return;
+  CHECK_EQ_INT(pprof_string(builder, "w\xFF\xFE", 3), 1);
+  CHECK_EQ_INT(pprof_cstring(builder, "w\xEF\xBF\xBD\xEF\xBF\xBD"), 1);
+  CHECK_EQ_INT(pprof_cstring(builder, "w\xC3\xB6rker"), 2);
+
+  decoded_profile d;
+  if (round_trip(builder, &d)) {
+    CHECK_EQ_INT(d.string_count, 3);
+    CHECK_EQ_STR(string_at(&d, 1), "w\xEF\xBF\xBD\xEF\xBF\xBD");
+    CHECK_EQ_STR(string_at(&d, 2), "w\xC3\xB6rker");
   }
   free_decoded(&d);
   pprof_builder_free(builder);
@@ -327,6 +347,7 @@ static void test_go_tool_pprof_reads_the_profile(void) {
 int main(void) {
   RUN(test_empty_profile_has_only_the_empty_string);
   RUN(test_strings_are_interned);
+  RUN(test_strings_that_are_not_utf8_are_scrubbed);
   RUN(test_many_strings_keep_their_indexes);
   RUN(test_functions_and_locations_get_sequential_ids);
   RUN(test_samples_keep_values_and_labels);

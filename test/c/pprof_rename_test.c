@@ -1,4 +1,4 @@
-// modules: pprof_rename.c pprof_builder.c pprof_wire.c
+// modules: pprof_rename.c pprof_builder.c pprof_wire.c utf8_text.c
 //
 // pprof_rename_test.c: unit tests of pprof_rename.c. Pure C, built under
 // AddressSanitizer and UndefinedBehaviorSanitizer by `rake test:c`.
