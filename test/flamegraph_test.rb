@@ -245,7 +245,9 @@ class FlamegraphCommandTest < Minitest::Test
   end
 
   def test_malformed_inputs
-    DerivedFixture.malformed(@dir).merge(File.join(@dir, "missing.pprof") => /no such file/, @dir => /is a directory/)
+    glob = Regexp.escape(File.join(@dir, "*.pprof"))
+    DerivedFixture.malformed(@dir).merge(File.join(@dir, "missing.pprof") => /no such file/,
+                                         @dir => /is a directory \(for the profiles in it, give #{glob}\)/)
                   .each do |path, message|
       code, out, err = run_command(path, "-o", File.join(@dir, "out.html"))
       assert_equal 1, code, path

@@ -19,17 +19,21 @@ module Sonde
       # same sample types required, equal samples summed), one file at a
       # time: memory follows the merged profile, not the number of files.
       def read_all(files)
-        Pprof::Merge.each_merged(files) { |i| read(files[i]) }
+        Pprof::Merge.each_merged(files) { |i| read(files[i], several: true) }
       rescue Pprof::Merge::IncompatibleError => e
         raise Error, e.message
       end
 
-      def read(file)
+      # several: the command takes several files (report, flamegraph), so a
+      # directory's profiles can be given as a glob.
+      def read(file, several: false)
         Pprof.read(file)
       rescue Errno::ENOENT
         raise Error, "#{file}: no such file"
       rescue Errno::EISDIR
         # A directory exporter's folder is what a user has at hand.
+        raise Error, "#{file}: is a directory" unless several
+
         raise Error, "#{file}: is a directory (for the profiles in it, give #{File.join(file, "*.pprof")})"
       rescue Errno::EACCES
         raise Error, "#{file}: permission denied"
