@@ -141,7 +141,14 @@ class IdleWaitingTest < Minitest::Test
   end
 
   # The idle process itself: a few passes, not one per tick.
-  def test_an_idle_process_makes_few_passes
+  # Statistical, for the same reason as the tests above: its threads' wall
+  # times are held to their lives read inside each thread. CI's
+  # deterministic lane on 3.3 (nice 10 beside the timed queue) once read
+  # 3.041 s for a sleeper's 3.005 s (+1.2%, the bound being 1%). Likely
+  # cause, not shown: the profile counts a thread from its birth (3.3+:
+  # its READY event), its life from its first line, and a loaded machine
+  # can put tens of milliseconds between the two.
+  statistical def test_an_idle_process_makes_few_passes
     profile, facts = run_profiled(<<~RUBY)
       ready = Queue.new
       threads = Array.new(32) { |i| Thread.new { lives[i] = clock; Thread.current.name = "sleeper-\#{i}"; ready << 1; wait_forever } }
