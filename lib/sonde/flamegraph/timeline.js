@@ -28,8 +28,9 @@
   var SPAN_COLORS = ["#ffe8cc", "#d0ebff", "#d3f9d8", "#f3d9fa", "#fff3bf", "#c5f6fa", "#ffdeeb", "#e5dbff"];
   var GRID_COLOR = "#e9ecef";
   var TEXT_COLOR = "#495057";
-  var GUTTER = 150;      // px left of the plot, for the lane names (widened to fit them, up to MAX_GUTTER)
-  var MAX_GUTTER = 260;
+  var MIN_GUTTER = 150;  // px left of the plot, for the lane names: widened to fit them,
+  var MAX_GUTTER = 260;  // up to this
+  var GUTTER = MIN_GUTTER;
   var RIGHT_MARGIN = 12;
   var AXIS = 20;         // px of the time axis above the lanes
   var BAND = 18;         // a lane's state band
@@ -88,18 +89,18 @@
     var style = window.getComputedStyle(names);
     context.font = "600 " + style.fontSize + " " + style.fontFamily;
     var widest = lanes.reduce(function (most, lane) { return Math.max(most, context.measureText(lane.name).width); }, 0);
-    return Math.max(150, Math.min(MAX_GUTTER, Math.ceil(widest) + 16));
+    return Math.max(MIN_GUTTER, Math.min(MAX_GUTTER, Math.ceil(widest) + 16));
   }
 
   // One thread's moments as typed arrays, in order of end.
-  function laneOf(data, entry, paintType) {
+  function laneOf(data, entry, paintType, name) {
     var thread = entry[0];
     var flat = entry[1];
     var width = MOMENT_FIXED_FIELDS + data.types.length;
     var count = flat.length / width;
     var sampleStride = SAMPLE_FIXED_FIELDS + data.types.length;
     var lane = {
-      thread: thread, name: data.threads[thread][0], count: count, flat: flat, width: width,
+      thread: thread, name: name, count: count, flat: flat, width: width,
       sample: new Int32Array(count), start: new Float64Array(count), end: new Float64Array(count),
       state: new Int32Array(count), set: new Int32Array(count), spans: [], gcs: []
     };
@@ -142,11 +143,9 @@
     var cpu = data.types.findIndex(function (t) { return t[0] === "cpu-time"; });
     // The time a moment covers: its wall time; its CPU time in a profile without wall time.
     var paintType = wall >= 0 ? wall : cpu;
+    // Named as the data names them: by thread id too where names repeat (a merged fleet's "main"s).
     var allLanes = data.timeline.lanes.map(function (entry, i) {
-      var lane = laneOf(data, entry, paintType);
-      // Told apart by thread id where names repeat (a merged fleet's "main"s).
-      if (data.timeline.names) lane.name = data.timeline.names[i];
-      return lane;
+      return laneOf(data, entry, paintType, data.timeline.names[i]);
     });
     var lanes = allLanes; // those of the threads shown
     GUTTER = gutterFor(allLanes, names);

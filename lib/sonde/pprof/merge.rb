@@ -22,8 +22,6 @@ module Sonde
 
       # names label the profiles in errors (file names); profiles has at least one.
       def call(profiles, names: profiles.each_index.map { |i| "profile #{i + 1}" })
-        raise ::ArgumentError, "no profile to merge" if profiles.empty?
-
         each_merged(names) { |i| profiles[i] }
       end
 
