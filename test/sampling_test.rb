@@ -187,6 +187,28 @@ class SamplingTest < Minitest::Test
       refute_match(/truncated/, function_names(profile, sample).last.to_s)
     end
   end
+  # The usual way to name a thread is from outside, right after Thread.new,
+  # before the new thread has begun: on 3.3+ that name was lost (the thread
+  # read as "thread <tid>"), as was each of Sonde's own threads' (a GC run
+  # by its flusher read "thread <tid>").
+  def test_a_thread_named_by_its_creator_before_it_began_carries_its_name
+    out = File.join(@dir, "named.pprof")
+    _stdout, stderr, status = run_ruby("-e", <<~RUBY)
+      require "sonde"
+      Sonde.profile(out: #{out.inspect}, rate: 1000) do
+        outside = Thread.new { t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0 < 0.2 }
+        outside.name = "named-outside"
+        inside = Thread.new { Thread.current.name = "named-inside"; sleep 0.2 }
+        [outside, inside].each(&:join)
+      end
+    RUBY
+    assert_succeeded status, stderr
+    names = Sonde::Pprof.read(out).samples.map { |s| thread_name(s) }.uniq
+    assert_includes names, "named-outside"
+    assert_includes names, "named-inside"
+    assert_empty names.grep(/\Athread \d+\z/), "threads named by their thread id: #{names}"
+  end
+
   # On 3.3 the GVL hooks only hear of a thread when it changes state; one
   # asleep since before `require "sonde"` must still be sampled from the
   # start, with its CPU clock found from its thread id.

@@ -572,12 +572,19 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
 }
 
 // A TracePoint enabled on the main Ractor fires for the main Ractor's
-// threads only; checked anyway, as every hook of Sonde's is.
+// threads only; checked anyway, as every hook of Sonde's is. The name is
+// read here: a thread named by its creator right after Thread.new (`t =
+// Thread.new { ... }; t.name = "x"`) is renamed before it begins, when the
+// registry does not hold it yet, so the rename hook could not note it. A
+// thread that names itself later goes through that hook. (Calling
+// Thread#name may run the new thread's pending interrupts: a Thread#kill
+// or #raise sent to it right after its creation, which then takes effect
+// at its first step, as it would have anyway.)
 static void on_thread_begin(VALUE tracepoint, void *unused) {
   if (!vm_on_main_ractor()) return;
   VALUE thread = rb_thread_current();
   record_of_current_thread(thread, this_process());
-  registry_add(thread, Qnil); // a thread is named after it starts, through Thread#name=
+  registry_add(thread, rb_funcall(thread, id_name, 0));
 }
 
 // A thread whose block returned leaves at once, not at the next pass: a
