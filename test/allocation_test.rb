@@ -143,6 +143,23 @@ class AllocationTest < Minitest::Test
     assert_operator lost, :<, facts["strings"] * 0.01, "next to nothing lost"
   end
 
+  # How many samples an estimate rests on (alloc-samples-unscaled) counts
+  # each sample once, those merged into an equal one while the buffer was
+  # full included: exactly the samples the run recorded and merged, as its
+  # stats count them after the stop. And the report says so.
+  def test_the_samples_an_estimate_rests_on_are_counted_once_each
+    facts, profile, out = profile_of("burst", 64)
+    stats = facts.fetch("stats_after_stop")
+    assert_operator stats["alloc_merged_samples"], :>, 0, "the burst filled the buffer (13,310 merged when measured)"
+    assert_equal 0, stats["alloc_dropped_samples"]
+    draws = stats["alloc_samples"] + stats["alloc_merged_samples"]
+    assert_equal draws, total(profile, "alloc-samples-unscaled")
+    stdout, stderr, status = run_sonde("report", out, "--sample", "alloc")
+    assert_succeeded status, stderr
+    assert_includes stdout, "\n  estimated from #{draws.to_s.reverse.scan(/\d{1,3}/).join(",").reverse} samples\n"
+    assert_go_pprof_sample_index(out, "alloc-samples-unscaled", "Object#make_split")
+  end
+
   # The VM's own objects (imemos) keep data in their class word: sampled
   # at every allocation across many GCs, none may be taken for a class
   # (the GC mark phase would crash on it). Nor may their samples merge

@@ -320,6 +320,25 @@ class AllocationReportTest < Minitest::Test
     refute_match(/CPU time|Wall time|Live heap| ns| ms/, out)
   end
 
+  # An estimate says how many samples it rests on (alloc-samples-unscaled),
+  # and flags too few; a profile without that count (another producer's,
+  # an older Sonde's: AllocationFixture.profile) says nothing of it.
+  def test_alloc_table_says_how_many_samples_its_estimate_rests_on
+    few = render(AllocationFixture.with_unscaled, sample: :alloc)
+    assert_equal ["Allocations: 2,000,000 objects",
+                  "  estimated from 75 samples: too few for the shares below to be more than a hint (more samples: " \
+                  "a smaller alloc_interval, a larger alloc_duty, a longer profile; docs/memory.md)"],
+                 few.lines.first(2).map(&:chomp)
+    assert_equal rows(render(sample: :alloc)), rows(few), "the table itself is the same"
+    many = render(AllocationFixture.with_unscaled(10), sample: :alloc)
+    assert_equal ["Allocations: 2,000,000 objects", "  estimated from 750 samples"], many.lines.first(2).map(&:chomp)
+    by_thread = render(AllocationFixture.with_unscaled(2), sample: :alloc, by: :thread)
+    assert_match(/Thread main \(id 1\)\nAllocations: 1,600,000 objects\n  estimated from 120 samples\n/, by_thread)
+    assert_match(/Thread worker \(id 2\)\nAllocations: 400,000 objects\n  estimated from 30 samples: too few/, by_thread)
+    refute_match(/estimated from/, render(sample: :alloc))
+    refute_match(/estimated from/, render(AllocationFixture.with_unscaled, sample: :heap), "the live heap is not")
+  end
+
   def test_heap_table_shows_bytes_and_counts_objects
     out = render(sample: :heap)
     assert_equal "Live heap: 64.0 MB in 300,000 objects", out.lines.first.chomp

@@ -275,6 +275,7 @@ static void merge_or_lose_no_alloc(alloc_source *alloc) {
     }
     uint64_t weight = (uint64_t)slot->weight + sample->weight;
     slot->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
+    if (slot->draws < UINT32_MAX) slot->draws++;
     alloc->merged_samples++;
     return;
   }
@@ -307,6 +308,7 @@ static void take_sample_no_alloc(alloc_source *alloc, VALUE tracepoint) {
   slot->object = object;
   slot->object_class = class_of_new_object_no_alloc(object);
   slot->weight = weight;
+  slot->draws = 1;
   if (!read_stack_no_alloc(alloc, slot)) {
     alloc->inconsistent_stacks++;
     if (claimed) capture_buffer_abandon_signal_safe(alloc->captures, slot);
@@ -532,7 +534,8 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
       remember_window_object(alloc, captured->object, identity);
     }
   }
-  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = weight};
+  int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_ALLOC_SAMPLES] = weight,
+                                          [RECORDER_ALLOC_SAMPLES_UNSCALED] = captured->draws};
   recorder_context sample_context = {.state = VM_THREAD_RUNNING,
                                      .label_set = captured->label_set,
                                      .trace = captured->trace,
@@ -582,8 +585,12 @@ static int64_t scaled_value(int64_t value, double scale) {
 }
 
 // A window's samples into the run's recorder, each value times scale, and
-// its objects' weights times object_scale.
-static void add_window_scaled(sonde_run *run, const listening_window *window, double scale, double object_scale) {
+// its objects' weights times object_scale. Its samples' unscaled counts
+// go with them only the first time they are added (first_time): a closed
+// window pooled into a later period lends that period its mix, not
+// samples of its own.
+static void add_window_scaled(sonde_run *run, const listening_window *window, double scale, double object_scale,
+                              bool first_time) {
   alloc_source *alloc = run->alloc;
   recorder *rec = recorder_slots_active(run->slots);
   size_t count = recorder_sample_count(window->samples);
@@ -600,6 +607,7 @@ static void add_window_scaled(sonde_run *run, const listening_window *window, do
                                 .object_class = sample.object_class};
     int64_t values[RECORDER_VALUE_COUNT];
     for (int v = 0; v < RECORDER_VALUE_COUNT; v++) values[v] = scaled_value(sample.values[v], scale);
+    values[RECORDER_ALLOC_SAMPLES_UNSCALED] = first_time ? sample.values[RECORDER_ALLOC_SAMPLES_UNSCALED] : 0;
     uint32_t stack_id;
     if (recorder_intern_stack(rec, alloc->frames, depth, &stack_id) != 0 ||
         recorder_intern_thread(rec, thread.thread_id, thread.name, &context.thread_index) != 0 ||
@@ -618,7 +626,7 @@ static void close_period(sonde_run *run, int64_t recorded, size_t since_close) {
   alloc_source *alloc = run->alloc;
   listening_window *closed = alloc->closed;
   double scale = since_close > (size_t)recorded ? (double)since_close / (double)recorded : 1;
-  add_window_scaled(run, alloc->filling, scale, scale);
+  add_window_scaled(run, alloc->filling, scale, scale, true);
   alloc->filling->recorded = (uint64_t)recorded;
   alloc->filling->allocations_stood_for = since_close > (size_t)recorded ? since_close : (size_t)recorded;
   alloc->closed = alloc->filling;
@@ -639,11 +647,11 @@ static void pool_with_closed(sonde_run *run, int64_t recorded, size_t since_clos
   listening_window *closed = alloc->closed;
   size_t unheard = since_close > (size_t)recorded ? since_close - (size_t)recorded : 0;
   double share = (double)unheard / (double)((uint64_t)recorded + closed->recorded);
-  if (recorded > 0) add_window_scaled(run, alloc->filling, 1 + share, 1 + share);
+  if (recorded > 0) add_window_scaled(run, alloc->filling, 1 + share, 1 + share, true);
   // The closed window's objects weigh their recorded weight times
   // allocations_stood_for / recorded; they now stand for share more each.
   double stood_for = (double)closed->allocations_stood_for + share * (double)closed->recorded;
-  add_window_scaled(run, closed, share, stood_for / (double)closed->allocations_stood_for);
+  add_window_scaled(run, closed, share, stood_for / (double)closed->allocations_stood_for, false);
   closed->allocations_stood_for = (size_t)(stood_for + 0.5);
   recorder_clear(alloc->filling->samples);
   alloc->filling->object_count = 0;

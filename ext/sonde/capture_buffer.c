@@ -103,6 +103,7 @@ capture *capture_buffer_claim_signal_safe(capture_buffer *buffer) {
       slot->object = 0;
       slot->object_class = 0;
       slot->weight = 0;
+      slot->draws = 0;
       return slot;
     }
   }

@@ -42,11 +42,13 @@ typedef struct {
   uint32_t depth;       // frames kept, leaf first
   uint32_t total_depth; // the whole stack's depth (>= depth), or 0 when it could not be counted
   // CAPTURE_ALLOC: the object (not kept alive: for the heap tracker), its
-  // class (kept alive by the mark phase until recorded) and the
-  // allocations the sample stands for.
+  // class (kept alive by the mark phase until recorded), the allocations
+  // the sample stands for, and the samples it is made of (1, more when
+  // equal ones merged into it while the buffer was full).
   uint64_t object;
   uint64_t object_class;
   uint32_t weight;
+  uint32_t draws;
   uint64_t *frame_ids;  // capture_buffer_frame_capacity entries, opaque to this module
   int32_t *lines;       // as many
 } capture;

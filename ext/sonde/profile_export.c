@@ -160,6 +160,7 @@ static const sample_type SAMPLE_TYPES[] = {
     {RECORDER_WALL_SAMPLES, PROFILE_TYPE_WALL_SAMPLES, PROFILE_UNIT_COUNT},
     {RECORDER_GVL_WAIT_NS, PROFILE_TYPE_GVL_WAIT_TIME, PROFILE_UNIT_NANOSECONDS},
     {RECORDER_ALLOC_SAMPLES, PROFILE_TYPE_ALLOC_SAMPLES, PROFILE_UNIT_COUNT},
+    {RECORDER_ALLOC_SAMPLES_UNSCALED, PROFILE_TYPE_ALLOC_SAMPLES_UNSCALED, PROFILE_UNIT_COUNT},
     {RECORDER_HEAP_LIVE_SAMPLES, PROFILE_TYPE_HEAP_LIVE_SAMPLES, PROFILE_UNIT_COUNT},
     {RECORDER_HEAP_LIVE_BYTES, PROFILE_TYPE_HEAP_LIVE_SIZE, PROFILE_UNIT_BYTES},
 };
@@ -168,7 +169,8 @@ _Static_assert(sizeof(SAMPLE_TYPES) / sizeof(SAMPLE_TYPES[0]) == RECORDER_VALUE_
 static bool sample_type_included(const export_run *run, int value_index) {
   switch (value_index) {
     case RECORDER_GVL_WAIT_NS: return vm_times_gvl_waits();
-    case RECORDER_ALLOC_SAMPLES: return run->times->allocations;
+    case RECORDER_ALLOC_SAMPLES:
+    case RECORDER_ALLOC_SAMPLES_UNSCALED: return run->times->allocations;
     case RECORDER_HEAP_LIVE_SAMPLES:
     case RECORDER_HEAP_LIVE_BYTES: return run->times->heap;
     default: return true;
@@ -323,7 +325,7 @@ static size_t sample_labels(export_run *run, const recorder_sample *sample, ppro
     check(labels[3].str > 0 && labels[4].str > 0);
   }
   if (sample->object_class != 0 || sample->values[RECORDER_ALLOC_SAMPLES] != 0 ||
-      sample->values[RECORDER_HEAP_LIVE_SAMPLES] != 0) {
+      sample->values[RECORDER_ALLOC_SAMPLES_UNSCALED] != 0 || sample->values[RECORDER_HEAP_LIVE_SAMPLES] != 0) {
     labels[label_count++] =
         (pprof_label){.key = run->label_allocation_class, .str = class_name_index(run, sample->object_class)};
   }
@@ -474,6 +476,7 @@ VALUE profile_export_names(void) {
       {"cpu_time", PROFILE_TYPE_CPU_TIME},       {"cpu_samples", PROFILE_TYPE_CPU_SAMPLES},
       {"wall_time", PROFILE_TYPE_WALL_TIME},     {"wall_samples", PROFILE_TYPE_WALL_SAMPLES},
       {"gvl_wait_time", PROFILE_TYPE_GVL_WAIT_TIME}, {"alloc_samples", PROFILE_TYPE_ALLOC_SAMPLES},
+      {"alloc_samples_unscaled", PROFILE_TYPE_ALLOC_SAMPLES_UNSCALED},
       {"heap_live_samples", PROFILE_TYPE_HEAP_LIVE_SAMPLES}, {"heap_live_size", PROFILE_TYPE_HEAP_LIVE_SIZE},
   };
   static const char *const units[][2] = {{"nanoseconds", PROFILE_UNIT_NANOSECONDS}, {"count", PROFILE_UNIT_COUNT},

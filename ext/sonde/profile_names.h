@@ -14,6 +14,9 @@
 // Allocation and live-heap profiles (alloc_source.h), named as Datadog's
 // profiler names them, so its backend shows them without a rename.
 #define PROFILE_TYPE_ALLOC_SAMPLES "alloc-samples"
+// How many allocation samples alloc-samples' estimate rests on (Datadog's
+// name for the same count).
+#define PROFILE_TYPE_ALLOC_SAMPLES_UNSCALED "alloc-samples-unscaled"
 #define PROFILE_TYPE_HEAP_LIVE_SAMPLES "heap-live-samples"
 #define PROFILE_TYPE_HEAP_LIVE_SIZE "heap-live-size"
 

@@ -24,6 +24,7 @@ enum {
   RECORDER_GVL_WAIT_NS, // exported only where the VM times GVL waits (Ruby 3.3+)
   // Exported only when the run samples allocations (alloc_source.h):
   RECORDER_ALLOC_SAMPLES,     // objects allocated, estimated (each sample weighs the allocations it stands for)
+  RECORDER_ALLOC_SAMPLES_UNSCALED, // the allocation samples those estimates rest on, 1 each (never scaled)
   RECORDER_HEAP_LIVE_SAMPLES, // sampled objects alive at the flush, scaled the same way
   RECORDER_HEAP_LIVE_BYTES,   // the memory those objects hold, scaled the same way
   RECORDER_VALUE_COUNT

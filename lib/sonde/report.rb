@@ -214,6 +214,8 @@ module Sonde
 
       # Without its count type, a table counts the samples that have a value.
       io.puts title(kind, values, tally, count_noun: count_index ? kind.counted : "sample")
+      basis = kind.estimated_from && estimate_basis(kind, samples, values.index)
+      io.puts basis if basis
       io.puts Table.new(rows(tally, values)).lines
     end
 
@@ -226,6 +228,26 @@ module Sonde
       return text unless kind.count_type
 
       "#{text} in #{Quantities.count(tally.count)} #{Report.noun(count_noun, tally.count)}"
+    end
+
+    # Under this many samples an estimated table is flagged: at 100, a
+    # function with half the total is read within 5 points (one standard
+    # error, sqrt(0.5 * 0.5 / 100)); at 3, within 29.
+    FEW_SAMPLES = 100
+
+    # How many samples an estimated table's values rest on (a profile
+    # without that count, of an older Sonde or another producer, says
+    # nothing), and a warning when they are few.
+    def estimate_basis(kind, samples, value_index)
+      count_index = @profile.value_index(kind.estimated_from)
+      return unless count_index
+
+      count = samples.sum { |sample| sample.values[value_index].zero? ? 0 : sample.values[count_index] }
+      text = "  estimated from #{Quantities.count(count)} #{Report.noun("sample", count)}"
+      return text if count >= FEW_SAMPLES
+
+      "#{text}: too few for the shares below to be more than a hint (more samples: a smaller alloc_interval, " \
+        "a larger alloc_duty, a longer profile; #{RECORDING_PAGE})"
     end
 
     def self.noun(singular, number)

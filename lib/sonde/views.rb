@@ -18,10 +18,12 @@ module Sonde
     # name: the short name. title: what the value is ("CPU time").
     # type: the sample type holding the value. count_type: the sample type
     # that counts what the value is made of (nil: none), and counted: what
-    # it counts, singular ("sample", "object"). record_option: the `sonde
-    # record` option without which a profile has no such samples (nil:
-    # always recorded).
-    View = Struct.new(:name, :title, :type, :count_type, :counted, :record_option, keyword_init: true) do
+    # it counts, singular ("sample", "object"). estimated_from: instead, the
+    # sample type counting the samples an estimated value rests on (nil:
+    # none). record_option: the `sonde record` option without which a
+    # profile has no such samples (nil: always recorded).
+    View = Struct.new(:name, :title, :type, :count_type, :counted, :estimated_from, :record_option,
+                      keyword_init: true) do
       def always_recorded?
         record_option.nil?
       end
@@ -37,7 +39,7 @@ module Sonde
                  counted: "sample"),
         View.new(name: :wall, title: "Wall time", type: types.fetch(:wall_time)),
         View.new(name: :alloc, title: "Allocations", type: types.fetch(:alloc_samples), counted: "object",
-                 record_option: "--alloc"),
+                 estimated_from: types.fetch(:alloc_samples_unscaled), record_option: "--alloc"),
         View.new(name: :heap, title: "Live heap", type: types.fetch(:heap_live_size),
                  count_type: types.fetch(:heap_live_samples), counted: "object", record_option: "--heap")
       ].to_h { |view| [view.name, view] }

@@ -142,5 +142,6 @@ when "threads"
 end
 facts["stats"] = Sonde.stats.transform_keys(&:to_s)
 File.binwrite(out, Sonde.stop.pprof)
+facts["stats_after_stop"] = Sonde.stats.transform_keys(&:to_s)
 facts["allocated"] = GC.stat(:total_allocated_objects) - allocated_before
 puts JSON.generate(facts)
