@@ -279,6 +279,17 @@ class AllocationTest < Minitest::Test
     stdout, stderr, status = run_sonde("report", "#{out}.#{unheard.first}")
     assert_succeeded status, stderr
     assert_match(/^Note: allocations: no tick of this profile was listened to/, stdout)
+    # A period whose samples are all an earlier one's (its own come from
+    # a tick that straddled the flush, when there are any) says so.
+    lent = unheard.find do |n|
+      profile = Sonde::Pprof.read("#{out}.#{n}")
+      total(profile, "alloc-samples").positive? && total(profile, "alloc-samples-unscaled").zero?
+    end
+    if lent
+      stdout, stderr, status = run_sonde("report", "#{out}.#{lent}", "--sample", "alloc")
+      assert_succeeded status, stderr
+      assert_includes stdout, "\n  estimated from no sample of its own: an earlier profile's samples lent it their mix ("
+    end
   end
 
   # Statistical. Its bounds against what 6 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,

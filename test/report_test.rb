@@ -335,6 +335,9 @@ class AllocationReportTest < Minitest::Test
     by_thread = render(AllocationFixture.with_unscaled(2), sample: :alloc, by: :thread)
     assert_match(/Thread main \(id 1\)\nAllocations: 1,600,000 objects\n  estimated from 120 samples\n/, by_thread)
     assert_match(/Thread worker \(id 2\)\nAllocations: 400,000 objects\n  estimated from 30 samples: too few/, by_thread)
+    lent = render(AllocationFixture.with_unscaled(0), sample: :alloc)
+    assert_equal "  estimated from no sample of its own: an earlier profile's samples lent it their mix (more samples: " \
+                 "a smaller alloc_interval, a larger alloc_duty, a longer profile; docs/memory.md)", lent.lines[1].chomp
     refute_match(/estimated from/, render(sample: :alloc))
     refute_match(/estimated from/, render(AllocationFixture.with_unscaled, sample: :heap), "the live heap is not")
   end

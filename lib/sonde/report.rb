@@ -237,17 +237,23 @@ module Sonde
 
     # How many samples an estimated table's values rest on (a profile
     # without that count, of an older Sonde or another producer, says
-    # nothing), and a warning when they are few.
+    # nothing), and a warning when they are few. None: its listening
+    # windows heard too little, and an earlier profile's samples lent it
+    # their mix (docs/memory.md, "Listening windows").
     def estimate_basis(kind, samples, value_index)
       count_index = @profile.value_index(kind.estimated_from)
       return unless count_index
 
       count = samples.sum { |sample| sample.values[value_index].zero? ? 0 : sample.values[count_index] }
-      text = "  estimated from #{Quantities.count(count)} #{Report.noun("sample", count)}"
-      return text if count >= FEW_SAMPLES
+      return "  estimated from #{Quantities.count(count)} samples" if count >= FEW_SAMPLES
 
-      "#{text}: too few for the shares below to be more than a hint (more samples: a smaller alloc_interval, " \
-        "a larger alloc_duty, a longer profile; #{RECORDING_PAGE})"
+      basis = if count.zero?
+                "estimated from no sample of its own: an earlier profile's samples lent it their mix"
+              else
+                "estimated from #{Quantities.count(count)} #{Report.noun("sample", count)}: too few for the " \
+                  "shares below to be more than a hint"
+              end
+      "  #{basis} (more samples: a smaller alloc_interval, a larger alloc_duty, a longer profile; #{RECORDING_PAGE})"
     end
 
     def self.noun(singular, number)
