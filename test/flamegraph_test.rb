@@ -4,6 +4,7 @@ require_relative "support/test_helper"
 require_relative "support/command_test_helper"
 require_relative "support/page_data"
 require "stringio"
+require "minitest/mock"
 require "sonde/flamegraph"
 require "sonde/cli/flamegraph_command"
 require "support/derived_fixture"
@@ -194,6 +195,22 @@ class FlamegraphCommandTest < Minitest::Test
     width = 4 + data["types"].size
     embedded = data["samples"].each_slice(width).map { |row| row.drop(4) }.transpose.map(&:sum)
     assert_equal expected, embedded
+  end
+
+  # As `sonde report` (report_test): a file the exporter removed after the
+  # glob listed it is left out with a warning.
+  def test_a_file_removed_while_the_page_is_made_is_left_out
+    second = File.join(@dir, "worker2.pprof")
+    File.binwrite(second, DerivedFixture.bytes)
+    read = Sonde::Pprof.method(:read)
+    removing = lambda do |file|
+      File.delete(second) if file == @file && File.exist?(second)
+      read.call(file)
+    end
+    code, out, err = Sonde::Pprof.stub(:read, removing) { run_command(@file, second) }
+    assert_equal [0, ""], [code, out]
+    assert_equal "sonde flamegraph: #{second}: gone since it was listed, left out (a directory exporter removes its " \
+                 "oldest files as it writes new ones: `keep`)\nsonde: wrote #{File.join(@dir, "app.html")}\n", err
   end
 
   def test_files_of_different_sample_types_are_refused

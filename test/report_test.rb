@@ -6,6 +6,7 @@ require "stringio"
 require "tempfile"
 require "tmpdir"
 require "fileutils"
+require "minitest/mock"
 require "open3"
 require "rbconfig"
 require "sonde/pprof"
@@ -531,6 +532,33 @@ class ReportCommandTest < Minitest::Test
     assert_one_line_error(err, /\A.*#{Regexp.escape(other.path)}: its sample types \(.*\) differ from #{Regexp.escape(@file.path)}'s \(cpu-time\/nanoseconds, cpu-samples\/count, wall-time\/nanoseconds\); only profiles of the same sample types merge\n\z/)
   ensure
     File.unlink(other.path) if other
+  end
+
+  # A directory exporter removes its oldest files as it writes (`keep`): a
+  # glob on a live directory lists files that are gone by the time they
+  # are read. Such a file is left out with a warning; one missing from
+  # the start is still an error (above), and so is every file gone.
+  def test_a_file_removed_while_the_report_reads_is_left_out
+    dir = Dir.mktmpdir("sonde-gone")
+    files = %w[a b c].map { |name| File.join(dir, "#{name}.pprof").tap { |f| FileUtils.cp(@file.path, f) } }
+    read = Sonde::Pprof.method(:read)
+    removing = lambda do |file|
+      File.delete(files[1]) if file == files[0] && File.exist?(files[1]) # the exporter's retention, meanwhile
+      read.call(file)
+    end
+    code, out, err = Sonde::Pprof.stub(:read, removing) { run_command(*files) }
+    assert_equal 0, code
+    assert_equal "sonde report: #{files[1]}: gone since it was listed, left out (a directory exporter removes its " \
+                 "oldest files as it writes new ones: `keep`)\n", err
+    assert_match(/CPU time: 200 ms in 20 samples/, out, "the two files left, merged")
+
+    gone_all = ->(file) { files.each { |f| File.delete(f) if File.exist?(f) } && read.call(file) }
+    FileUtils.cp(@file.path, files[1])
+    code, _, err = Sonde::Pprof.stub(:read, gone_all) { run_command(*files) }
+    assert_equal 1, code
+    assert_match(/none of the 3 files is there any more \(each was removed after it was listed\)\n\z/, err)
+  ensure
+    FileUtils.remove_entry(dir) if dir
   end
 
   def test_a_missing_second_file_is_named

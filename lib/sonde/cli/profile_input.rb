@@ -12,16 +12,42 @@ module Sonde
     module ProfileInput
       # message: "FILE: what is wrong"
       class Error < StandardError; end
+      # The file is not there.
+      class NoSuchFile < Error; end
 
       module_function
 
       # Reads each file and merges them into one profile (Pprof::Merge: the
       # same sample types required, equal samples summed), one file at a
       # time: memory follows the merged profile, not the number of files.
-      def read_all(files)
-        Pprof::Merge.each_merged(files) { |i| read(files[i], several: true) }
+      #
+      # Of several files, one there when the command started but gone by
+      # the time it is read is left out, and on_gone is called with its
+      # name: a directory exporter keeps only its newest files (`keep`), so
+      # on a live directory a glob lists a file that the exporter then
+      # removes (seen by hand: a Puma fleet writing every 5 s, one of 30
+      # files gone a second later). A file missing from the start is an
+      # error (a mistyped name), and so is every file gone.
+      def read_all(files, on_gone: nil)
+        missing = files.find { |file| !File.exist?(File.path(file)) }
+        raise NoSuchFile, "#{missing}: no such file" if missing
+
+        merged = Pprof::Merge.each_merged(files) do |i|
+          read(files[i], several: true)
+        rescue NoSuchFile
+          raise if files.size == 1 || on_gone.nil?
+
+          on_gone.call(files[i])
+          nil
+        end
+        merged || raise(Error, "none of the #{files.size} files is there any more (each was removed after it was listed)")
       rescue Pprof::Merge::IncompatibleError => e
         raise Error, e.message
+      end
+
+      # The warning for a file left out by read_all.
+      def gone_warning(file)
+        "#{file}: gone since it was listed, left out (a directory exporter removes its oldest files as it writes new ones: `keep`)"
       end
 
       # several: the command takes several files (report, flamegraph), so a
@@ -29,7 +55,7 @@ module Sonde
       def read(file, several: false)
         Pprof.read(file)
       rescue Errno::ENOENT
-        raise Error, "#{file}: no such file"
+        raise NoSuchFile, "#{file}: no such file"
       rescue Errno::EISDIR
         # A directory exporter's folder is what a user has at hand.
         raise Error, "#{file}: is a directory" unless several

@@ -31,7 +31,8 @@ module Sonde
       # profile, not the number of inputs (a day's periods of a fleet are
       # thousands of files: 1,200 copies of one 15-KB worker profile took
       # 638 MB read all first, as the first version of this did). One
-      # profile comes back as it is.
+      # profile comes back as it is. A block that gives nil leaves that
+      # input out; nil when every input was left out.
       def each_merged(names)
         raise ::ArgumentError, "no profile to merge" if names.empty?
         return yield(0) if names.size == 1
@@ -39,10 +40,12 @@ module Sonde
         builder = nil
         names.each_index do |i|
           profile = yield(i)
-          builder ||= Builder.new(profile, names.first)
+          next if profile.nil?
+
+          builder ||= Builder.new(profile, names[i])
           builder.add(profile, names[i])
         end
-        builder.call
+        builder&.call
       end
 
       def describe(sample_types)
