@@ -47,6 +47,37 @@ class PprofMergeTest < Minitest::Test
     assert_equal [(2 * 30 + 2 * 7 + 5) * MS, (2 * 40 + 2 * 9 + 5) * MS], totals(merged)
   end
 
+  # A period of a worker: allocations (a flow) and its live heap at the
+  # period's end (a snapshot), with the pid and host comments continuous
+  # mode writes (none: a one-off profile).
+  def period(time:, alloc:, live:, pid: nil, host: "web1")
+    f = PprofFixture::Builder.new
+    [%w[alloc-samples count], %w[heap-live-samples count], %w[heap-live-size bytes]].each { |t, u| f.sample_type(t, u) }
+    f.field("time_nanos: #{time}")
+    f.field("duration_nanos: #{10 * MS}")
+    ["host=#{host}", "pid=#{pid}"].each { |c| f.field("comment: #{f.string(c)}") } if pid
+    make = f.frame("make", "app.rb", line: 5, start_line: 4)
+    f.sample([make], [alloc, live, live * 40], "thread id" => 1, "allocation class" => "Foo")
+    Sonde::Pprof.decode(f.gzip)
+  end
+
+  # Ten periods of one worker are its allocations over all ten, but its
+  # live heap once: the latest period's, whatever order the files come in.
+  # Each process counts its own latest; a profile without a pid (one-off)
+  # counts as a process of its own.
+  def test_the_live_heap_is_each_processes_latest_not_a_sum_of_periods
+    periods = (1..10).map { |n| period(time: n * 10 * MS, alloc: 100, live: 1000 + n, pid: 7) }
+    merged = Sonde::Pprof::Merge.call(periods.rotate(4))
+    assert_equal [1000, 1010, 1010 * 40], totals(merged), "ten periods' allocations, the tenth's live heap"
+    other = period(time: 5 * MS, alloc: 1, live: 500, pid: 8)
+    same_pid_other_host = period(time: 5 * MS, alloc: 1, live: 300, pid: 7, host: "web2")
+    merged = Sonde::Pprof::Merge.call(periods + [other, same_pid_other_host])
+    assert_equal [1002, 1010 + 500 + 300, (1010 + 500 + 300) * 40], totals(merged)
+    one_offs = [period(time: 0, alloc: 1, live: 20), period(time: MS, alloc: 2, live: 30)]
+    assert_equal [3, 50, 50 * 40], totals(Sonde::Pprof::Merge.call(one_offs)), "no pid: each its own process"
+    assert_equal 1, Sonde::Pprof::Merge.call(periods).samples.size, "one stack, one sample"
+  end
+
   def test_equal_stacks_and_labels_become_one_sample
     merged = Sonde::Pprof::Merge.call([worker(cpu: 30 * MS, wall: 40 * MS), worker(cpu: 7 * MS, wall: 9 * MS, extra: 5 * MS)])
     stacks = merged.samples.map { |s| [merged.frames(s).map { |f, line| "#{f.name}:#{line}" }, s.labels["thread id"], s.values] }

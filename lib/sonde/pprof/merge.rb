@@ -13,6 +13,12 @@ module Sonde
     # sample type and each distinct comment once. Its end_nanos is the
     # latest end of theirs: a fleet's workers run side by side.
     #
+    # The live heap (heap-live-samples, heap-live-size) is a snapshot, not
+    # a flow: summed over a process's periods, ten periods of one worker
+    # read ten times its heap. Of each process (its "host=" and "pid="
+    # comments, as continuous mode writes them) only the latest profile's
+    # live heap counts; a profile without them is a process of its own.
+    #
     #   Pprof::Merge.call([worker1, worker2], names: ["w1.pprof", "w2.pprof"])
     module Merge
       # The profiles cannot be merged; the message names the file and why.
@@ -56,8 +62,14 @@ module Sonde
       class Builder
         # first: the first profile, whose sample types every other must
         # have; first_name names it in errors.
+        # The sample types that are snapshots of a moment (the live heap).
+        SNAPSHOT_TYPES = %w[heap-live-samples heap-live-size].freeze
+
         def initialize(first, first_name)
           @sample_types = first.sample_types
+          @snapshot_indexes = @sample_types.each_index.select { |i| SNAPSHOT_TYPES.include?(@sample_types[i][0]) }
+          # process => [its latest profile's end, {sample key => its snapshot values}]
+          @snapshots = {}
           @period_type = first.period_type
           @first_name = first_name
           @functions = {} # [name, filename, start_line] => Function
@@ -73,7 +85,8 @@ module Sonde
 
         def add(profile, name)
           check_compatible(profile, name)
-          add_samples(profile)
+          snapshot = snapshot_of(profile)
+          add_samples(profile, snapshot)
           @starts << profile.time_nanos unless profile.time_nanos.zero?
           @duration_nanos += profile.duration_nanos
           @end_nanos = [@end_nanos, profile.end_nanos].compact.max
@@ -83,6 +96,7 @@ module Sonde
         end
 
         def call
+          add_snapshots
           Profile.new(
             sample_types: @sample_types,
             samples: @samples.values,
@@ -108,17 +122,60 @@ module Sonde
                 "#{@first_name}'s (#{Merge.describe(@sample_types)}); only profiles of the same sample types merge"
         end
 
-        def add_samples(profile)
+        # The map this profile's snapshot values go into: a fresh one when it
+        # is its process's latest so far (the earlier one's is dropped), nil
+        # when a later profile of its process came first.
+        def snapshot_of(profile)
+          return nil if @snapshot_indexes.empty?
+
+          process = process_of(profile)
+          ends = profile.end_nanos || (profile.time_nanos + profile.duration_nanos)
+          latest = @snapshots[process]
+          return nil if latest && latest[0] > ends
+
+          (@snapshots[process] = [ends, {}])[1]
+        end
+
+        def process_of(profile)
+          host = profile.comments.find { |comment| comment.start_with?("host=") }
+          pid = profile.comments.find { |comment| comment.start_with?("pid=") }
+          pid ? [host, pid] : profile.object_id
+        end
+
+        def add_samples(profile, snapshot)
           location_ids = {} # this profile's location id => merged id
           profile.samples.each do |sample|
             stack = sample.location_ids.map { |id| location_ids[id] ||= merged_location(profile, id) }
             key = [stack, sample.labels.sort]
-            merged = @samples[key]
-            if merged
-              merged.values = merged.values.zip(sample.values).map(&:sum)
-            else
-              @samples[key] = Sample.new(location_ids: stack, values: sample.values.dup, labels: sample.labels.dup)
+            values = sample.values
+            unless @snapshot_indexes.empty?
+              values = values.dup
+              snapshot_values = @snapshot_indexes.map { |i| values[i].tap { values[i] = 0 } }
+              snapshot[key] = snapshot_values if snapshot && snapshot_values.any?(&:nonzero?)
+              next if values.all?(&:zero?) && !@samples.key?(key)
             end
+            add_values(key, stack, values, sample.labels)
+          end
+        end
+
+        # Each process's latest live heap, into the samples.
+        def add_snapshots
+          @snapshots.each_value do |_ends, snapshot|
+            snapshot.each do |(stack, labels), snapshot_values|
+              values = Array.new(@sample_types.size, 0)
+              @snapshot_indexes.each_with_index { |index, i| values[index] = snapshot_values[i] }
+              add_values([stack, labels], stack, values, labels.to_h)
+            end
+          end
+          @snapshots.clear
+        end
+
+        def add_values(key, stack, values, labels)
+          merged = @samples[key]
+          if merged
+            merged.values = merged.values.zip(values).map(&:sum)
+          else
+            @samples[key] = Sample.new(location_ids: stack, values: values.dup, labels: labels.dup)
           end
         end
 
