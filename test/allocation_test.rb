@@ -2,6 +2,7 @@
 
 require_relative "support/test_helper"
 require "sonde/report"
+require "socket"
 
 # Allocation and live-heap profiles against workloads that know what they
 # allocated (test/workloads/known_allocations.rb): counts per method and
@@ -158,6 +159,40 @@ class AllocationTest < Minitest::Test
     assert_succeeded status, stderr
     assert_includes stdout, "\n  estimated from #{draws.to_s.reverse.scan(/\d{1,3}/).join(",").reverse} samples\n"
     assert_go_pprof_sample_index(out, "alloc-samples-unscaled", "Object#make_split")
+  end
+
+  # Sonde's own threads allocate too (an OTLP exporter decodes each profile
+  # and encodes it again), and no pass meets them: their samples were
+  # recorded as a "thread <tid>" of the application's (3.3: 1 to 4 samples
+  # with Sonde's exporter frames in each 1-s period, by hand).
+  def test_the_exporters_allocations_are_not_the_applications
+    dir = File.join(@dir, "periods")
+    Dir.mkdir(dir)
+    closed_port = TCPServer.open("127.0.0.1", 0).then { |server| server.addr[1].tap { server.close } }
+    _stdout, stderr, status = run_ruby("-rsocket", "-e", <<~RUBY)
+      require "sonde"
+      Sonde.start(continuous: true, every: 1, alloc: true, alloc_duty: 1, alloc_interval: 64,
+                  export: "dir:#{dir},otlp:http://127.0.0.1:#{closed_port}")
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < 3.5
+        1000.times { Object.new }
+        sleep 0.01
+      end
+      otlp = Sonde.stats[:exporters].find { |e| e[:kind] == "otlp" }
+      abort "the otlp exporter made no attempt: \#{otlp.inspect}" unless otlp && otlp[:failed] >= 2
+      Sonde.stop
+    RUBY
+    assert_succeeded status, stderr
+    profiles = Dir[File.join(dir, "*.pprof")].map { |file| Sonde::Pprof.read(file) }
+    assert_operator profiles.size, :>=, 3
+    profiles.each do |profile|
+      allocated = profile.samples.select { |s| s.values[profile.value_index("alloc-samples")].positive? }
+      refute_empty allocated, "the application's own allocations"
+      # (The main thread's calls of Sonde's API are the application's.)
+      exporter = allocated.select { |s| profile.frames(s).any? { |f, _| f.name == "Sonde::Exporters::Base#run_without_raising" } }
+      assert_empty exporter.map { |s| s.labels["thread name"] }, "allocation samples of an exporter's thread"
+      assert_empty allocated.map { |s| s.labels["thread name"] }.grep(/\Athread \d+\z/), "unnamed allocating threads"
+    end
   end
 
   # The VM's own objects (imemos) keep data in their class word: sampled

@@ -514,8 +514,14 @@ static capture_verdict record_alloc_capture(const capture *captured, void *data)
   sonde_run *run = drain->run;
   alloc_source *alloc = run->alloc;
   thread_context *context = thread_contexts_find_by_tid(run->contexts, captured->tid);
-  // Sonde's own threads (the flusher, exporters) are not profiled.
-  if (context != NULL && own_threads_contains(run->own, context->thread)) return CAPTURE_TAKEN;
+  // Sonde's own threads (the flusher, exporters) are not profiled. No pass
+  // meets them, so they have no context: found by tid (an exporter's
+  // allocations, decoding and encoding profiles, read as a "thread <tid>"
+  // of the application's).
+  if (context == NULL ? own_threads_has_tid(run->own, captured->tid)
+                      : own_threads_contains(run->own, context->thread)) {
+    return CAPTURE_TAKEN;
+  }
   // Nor is a muted thread (a live capture's own request).
   if (context != NULL && own_threads_contains(run->muted, context->thread)) return CAPTURE_TAKEN;
   if (context == NULL && drain->keep_unmet) return CAPTURE_KEPT;

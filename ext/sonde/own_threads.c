@@ -10,12 +10,16 @@
 
 void own_threads_init(own_threads *own) {
   own->count = 0;
-  for (int i = 0; i < MAX_OWN_THREADS; i++) own->threads[i] = Qnil;
+  for (int i = 0; i < MAX_OWN_THREADS; i++) {
+    own->threads[i] = Qnil;
+    own->tids[i] = 0;
+  }
 }
 
 bool own_threads_add(own_threads *own, VALUE thread) {
   if (own_threads_contains(own, thread)) return true;
   if (own->count == MAX_OWN_THREADS) return false;
+  own->tids[own->count] = 0; // looked up when first needed: a thread just made may have none yet
   own->threads[own->count++] = thread;
   return true;
 }
@@ -23,10 +27,26 @@ bool own_threads_add(own_threads *own, VALUE thread) {
 void own_threads_remove(own_threads *own, VALUE thread) {
   for (int i = 0; i < own->count; i++) {
     if (own->threads[i] != thread) continue;
-    own->threads[i] = own->threads[--own->count];
+    own->count--;
+    own->threads[i] = own->threads[own->count];
+    own->tids[i] = own->tids[own->count];
     own->threads[own->count] = Qnil;
+    own->tids[own->count] = 0;
     return;
   }
+}
+
+// A thread's tid does not change while it lives, so each is looked up once.
+bool own_threads_has_tid(own_threads *own, int64_t tid) {
+  if (tid <= 0) return false;
+  for (int i = 0; i < own->count; i++) {
+    if (own->tids[i] == 0) {
+      vm_thread_info info;
+      if (vm_thread_info_of(own->threads[i], &info)) own->tids[i] = info.native_tid;
+    }
+    if (own->tids[i] == tid) return true;
+  }
+  return false;
 }
 
 bool own_threads_contains(const own_threads *own, VALUE thread) {

@@ -16,6 +16,7 @@
 
 typedef struct own_threads {
   VALUE threads[MAX_OWN_THREADS];
+  int64_t tids[MAX_OWN_THREADS]; // each one's tid once looked up, else 0
   int count;
 } own_threads;
 
@@ -25,6 +26,9 @@ void own_threads_init(own_threads *own);
 bool own_threads_add(own_threads *own, VALUE thread);
 void own_threads_remove(own_threads *own, VALUE thread);
 bool own_threads_contains(const own_threads *own, VALUE thread);
+// Whether tid is one of these threads': a sample taken on a thread no pass
+// has met carries only its tid, and Sonde's own threads are never met.
+bool own_threads_has_tid(own_threads *own, int64_t tid);
 void own_threads_mark(const own_threads *own);
 
 // Once, at load: prepends to Thread's singleton class a Thread.list that
