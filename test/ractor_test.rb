@@ -33,6 +33,26 @@ class RactorTest < Minitest::Test
     [JSON.parse(stdout.lines.last), stderr]
   end
 
+  # Ruby warns "Ractor is experimental" at the line that called Ractor.new;
+  # Sonde's guard on Ractor.new (a prepend, then) made that line Sonde's
+  # (lib/sonde/ractor_guard.rb:68) on 3.3 and 3.4. Its warning reads the
+  # same with Sonde loaded and running as without.
+  def test_rubys_ractor_warning_names_the_callers_line
+    script = <<~RUBY
+      require "sonde" if ARGV[0] == "sonde"
+      Sonde.start if ARGV[0] == "sonde"
+      Ractor.new { 1 }.take
+      Sonde.stop if ARGV[0] == "sonde"
+    RUBY
+    warnings = %w[none sonde].map do |mode|
+      _stdout, stderr, status = run_ruby("-e", script, mode)
+      assert_succeeded status, stderr
+      stderr.lines.grep(/Ractor is experimental/)
+    end
+    assert_equal 1, warnings[0].size, "Ruby's warning, without Sonde"
+    assert_equal warnings[0], warnings[1]
+  end
+
   def test_four_ractors_at_1000_hz_run_to_the_end_and_the_profile_says_what_it_left_out
     facts, stderr = run_ractors("sonde", "1000", "cpu", "compact", "1.5")
     assert_equal "", stderr

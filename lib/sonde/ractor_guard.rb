@@ -3,8 +3,8 @@
 require_relative "platform"
 
 module Sonde
-  # Ractor.new while Sonde runs, prepended to Ractor's singleton class when
-  # Sonde loads:
+  # Ractor.new while Sonde runs, heard by a TracePoint on that one method,
+  # enabled when Sonde loads:
   # - the run counts the Ractors the main Ractor creates: their threads are
   #   not sampled (only the main Ractor's are), and the stats, the profile's
   #   comments and `sonde report` say how many ran and how much CPU the
@@ -25,8 +25,14 @@ module Sonde
   #   it half-made: there allocation sampling goes on, over the main
   #   Ractor's allocations only (the hook is the main Ractor's).
   # A Ractor made by another Ractor passes straight through: Sonde's core
-  # may only be called from the main Ractor, and no hook of Sonde's runs in
-  # the creating Ractor.
+  # may only be called from the main Ractor, and a TracePoint fires only in
+  # the Ractor that enabled it.
+  #
+  # Not a prepend on Ractor.new: Ruby warns "Ractor is experimental" at
+  # the caller of its Ractor.new, which a prepend made Sonde's file
+  # ("lib/sonde/ractor_guard.rb:68: warning: ..." instead of the user's
+  # line, seen on 3.3 and 3.4). A TracePoint adds no frame; targeted at
+  # Ractor.new's method, it costs nothing anywhere else.
   module RactorGuard
     # Rubies whose NEWOBJ hook crashes while a Ractor is created.
     NEWOBJ_HOOK_BREAKS_RACTOR_NEW = !Platform.ruby_at_least?("3.3")
@@ -61,19 +67,12 @@ module Sonde
       warn WARNING
     end
 
-    # Prepended to Ractor.singleton_class.
-    module New
-      def new(*arguments, **keywords, &block)
-        RactorGuard.before_ractor_new
-        super
-      end
-    end
-
     def install
       return if @installed
 
       @installed = true
-      Ractor.singleton_class.prepend(New)
+      @hook = TracePoint.new(:call) { RactorGuard.before_ractor_new }
+      @hook.enable(target: Ractor.method(:new))
     end
   end
 end
