@@ -113,11 +113,13 @@ class CliRecordTest < Minitest::Test
     [
       [%w[record], /no command given/],
       [%w[record --rate 0 -- true], /rate must be an Integer from 1 to 5000/],
-      [%w[record --rate abc -- true], /invalid argument: --rate abc/],
+      [%w[record --rate abc -- true], /--rate: "abc" is not accepted \(expected: samples per second, 1-5000 \(default: 100\)\)$/],
+      [%w[record --rate=abc -- true], /--rate: "abc" is not accepted \(expected: samples per second, 1-5000/],
+      [%w[record --format xml -- true], /--format: "xml" is not accepted \(expected: pprof \(default\), or html/],
       [%w[record --max-frames 0 -- true], /max_frames must be an Integer from 1 to 10000/],
       [%w[record --alloc-interval 0 -- true], /alloc_interval must be an Integer from 1 to 10000000/],
       [%w[record --alloc --alloc-duty 0 -- true], /alloc_duty must be a number from 0.01 to 1/],
-      [%w[record --alloc-duty often -- true], /invalid argument: --alloc-duty often/],
+      [%w[record --alloc-duty often -- true], /--alloc-duty: "often" is not accepted \(expected: share of ticks .*, 0.01-1 /],
       [%w[record --bogus -- true], /invalid option: --bogus/],
       [%w[record -o /nonexistent/dir/x.pprof -- true], %r{directory /nonexistent/dir does not exist}],
     ].each do |args, message|

@@ -590,7 +590,7 @@ class ReportCommandTest < Minitest::Test
     {
       [] => /missing FILE/,
       ["--frobnicate"] => /unknown option --frobnicate/,
-      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread, state or class\)/,
+      ["f", "--by", "process"] => /--by: "process" is not accepted \(expected thread, state, class or label:NAME\)/,
       ["f", "--sample", "gpu"] => /--sample: "gpu" is not accepted \(expected cpu, wall, alloc or heap\)/,
       ["f", "--top", "zero"] => /--top: "zero" is not accepted \(expected a positive integer\)/,
       ["f", "--top", "0"] => /--top: "0"/,

@@ -19,6 +19,18 @@ module Sonde
 
     module_function
 
+    # OptionParser's own message for a value an option's type refuses
+    # ("invalid argument: --rate abc") names neither the option apart nor
+    # what it takes: this says both, from the option's help text.
+    #   --rate: "abc" is not accepted (expected: samples per second, 1-5000 (default: 100))
+    def invalid_argument(parser, error)
+      option, value = error.args.first.to_s.split("=", 2)
+      value = error.args[1] if value.nil?
+      switch = parser.top.search(:long, option.delete_prefix("--")) || parser.top.search(:short, option.delete_prefix("-"))
+      expected = switch ? " (expected: #{Array(switch.desc).join(" ")})" : ""
+      "#{option}: #{value.to_s.inspect} is not accepted#{expected}"
+    end
+
     def run(argv, out: $stdout, err: $stderr)
       command, *rest = argv
       case command

@@ -85,6 +85,8 @@ module Sonde
         raise UsageError, "unknown option #{e.args.first}"
       rescue OptionParser::MissingArgument => e
         raise UsageError, "#{e.args.first} needs a value"
+      rescue OptionParser::InvalidArgument => e
+        raise UsageError, CLI.invalid_argument(parser, e)
       rescue OptionParser::ParseError => e
         raise UsageError, e.message
       end

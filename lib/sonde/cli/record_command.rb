@@ -43,6 +43,9 @@ module Sonde
         Options.new(**@options)
         Profile.check_writable!(@output)
         execute(command)
+      rescue OptionParser::InvalidArgument => e
+        @err.puts("sonde record: #{CLI.invalid_argument(parser, e)}")
+        USAGE_ERROR
       rescue OptionParser::ParseError, Sonde::ArgumentError => e
         @err.puts("sonde record: #{e.message}")
         USAGE_ERROR

@@ -34,7 +34,11 @@ module Sonde
                   "state (running, waiting for gvl, sleeping, blocked, gc), class (the class",
                   "of the allocated objects), or label:NAME (one section per value of the",
                   "label NAME, e.g. label:endpoint)") do |value|
-            @options[:by] = value.start_with?("label:") && value.size > 6 ? value : choice("--by", value, BY_CHOICES)
+            @options[:by] = if value.start_with?("label:") && value.size > 6
+                              value
+                            else
+                              choice("--by", value, BY_CHOICES.merge("label:NAME" => nil))
+                            end
           end
           opts.on("--sample KIND", "Only one table: cpu (CPU time), wall (wall-clock time), alloc",
                   "(objects allocated) or heap (bytes still live, and their objects);",
