@@ -268,6 +268,22 @@ class ReportTest < Minitest::Test
   # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
   # SONDE_SPREAD_LOG + script/spread): "report of 100k samples took 3.58 s" 0.20-0.36x its bound
   # (<).
+  # A merged day of periods brings one note per period that differs only in
+  # its figures: each kind is said once, with how many more there are.
+  def test_notes_alike_from_merged_profiles_are_said_once
+    notes = ["allocations: no tick of this profile was listened to (this profile spans 7 ticks)",
+             "allocations: no tick of this profile was listened to (this profile spans 14 ticks)",
+             "allocations: no tick of this profile was listened to (this profile spans 5 ticks)",
+             "threads of other Ractors are not sampled: 2 other Ractors ran"]
+    profile = Sonde::Pprof::Profile.new(
+      sample_types: [%w[cpu-time nanoseconds]], samples: [], locations: {}, functions: {}, time_nanos: 0,
+      duration_nanos: 0, period_type: nil, period: 0, comments: ["pid=1"] + notes.map { |note| "sonde: #{note}" },
+      default_sample_type: nil
+    )
+    assert_equal ["Note: #{notes[0]} (and 2 more like it, from the other profiles merged here)", "Note: #{notes[3]}"],
+                 render(profile).lines.grep(/\ANote: /).map(&:chomp)
+  end
+
   statistical def test_fast_enough_for_100k_samples
     functions = (1..50).to_h { |id| [id, Sonde::Pprof::Function.new(id: id, name: "f#{id}", filename: "x.rb", start_line: id)] }
     locations = (1..50).to_h { |id| [id, Sonde::Pprof::Location.new(id: id, function_id: id, line: id)] }

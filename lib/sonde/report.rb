@@ -112,8 +112,15 @@ module Sonde
 
     private
 
+    # Merged profiles bring one note each that differs only in its figures
+    # (a day's periods, each "no tick of this profile was listened to
+    # (... this profile spans 7 ticks)"): the first of each such kind is
+    # printed, with how many more there are.
     def render_notes(io)
-      Report.notes(@profile).each { |note| io.puts "Note: #{note}" }
+      Report.notes(@profile).group_by { |note| note.gsub(/\d+(\.\d+)?/, "#") }.each_value do |alike|
+        more = alike.size - 1
+        io.puts "Note: #{alike.first}#{" (and #{more} more like it, from the other profiles merged here)" if more.positive?}"
+      end
     end
 
     def check_option(name, value, accepted)
