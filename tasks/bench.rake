@@ -126,6 +126,13 @@ namespace :bench do
        *("--check" if ENV["CHECK"] == "1")
   end
 
+  desc "What a forked child costs under continuous mode (a fork-per-job worker): children that do nothing, forked " \
+       "one after another, with and without Sonde, interleaved rounds (ROUNDS=9 CHILDREN=40, ~1 min); printed"
+  task fork: :compile do
+    sh RbConfig.ruby, File.join(__dir__, "..", "bench", "fork_cost.rb"), ENV.fetch("ROUNDS", "9"),
+       ENV.fetch("CHILDREN", "40")
+  end
+
   desc "What an idle process costs (0, 8, 32, 128 sleeping threads; none twice, Sonde, StackProf wall, Datadog, and " \
        "on 3.3 Vernier and pf2, at 100 Hz), 3.1 and 3.3, interleaved rounds (ROUNDS=5 SECONDS=4, ~25 min); " \
        "writes bench/IDLE_RESULTS.md or $SONDE_BENCH_IDLE_RESULTS"
