@@ -60,16 +60,17 @@ module Sonde
 
       # Re-numbers functions and locations by their fields across the inputs.
       class Builder
-        # first: the first profile, whose sample types every other must
-        # have; first_name names it in errors.
         # The sample types that are snapshots of a moment (the live heap).
         SNAPSHOT_TYPES = %w[heap-live-samples heap-live-size].freeze
 
+        # first: the first profile, whose sample types every other must
+        # have; first_name names it in errors.
         def initialize(first, first_name)
           @sample_types = first.sample_types
           @snapshot_indexes = @sample_types.each_index.select { |i| SNAPSHOT_TYPES.include?(@sample_types[i][0]) }
           # process => [its latest profile's end, {sample key => its snapshot values}]
           @snapshots = {}
+          @profiles_added = 0
           @period_type = first.period_type
           @first_name = first_name
           @functions = {} # [name, filename, start_line] => Function
@@ -85,6 +86,7 @@ module Sonde
 
         def add(profile, name)
           check_compatible(profile, name)
+          @profiles_added += 1
           snapshot = snapshot_of(profile)
           add_samples(profile, snapshot)
           @starts << profile.time_nanos unless profile.time_nanos.zero?
@@ -136,10 +138,12 @@ module Sonde
           (@snapshots[process] = [ends, {}])[1]
         end
 
+        # Without a pid, the profile's place among the inputs: a process of
+        # its own.
         def process_of(profile)
           host = profile.comments.find { |comment| comment.start_with?("host=") }
           pid = profile.comments.find { |comment| comment.start_with?("pid=") }
-          pid ? [host, pid] : profile.object_id
+          pid ? [host, pid] : @profiles_added
         end
 
         def add_samples(profile, snapshot)
