@@ -268,6 +268,21 @@ class ReportTest < Minitest::Test
   # Statistical. Its bounds against what 3 runs measured (3.1, 2 shared busy cores, 4 Dec 2026,
   # SONDE_SPREAD_LOG + script/spread): "report of 100k samples took 3.58 s" 0.20-0.36x its bound
   # (<).
+  # CPU time recorded outside CPU samples (a thread's first pass, its end)
+  # has no sample count: a part made only of it says so, not "in 0 samples".
+  def test_cpu_time_without_a_sample_says_what_it_is
+    frame = Sonde::Pprof::Function.new(id: 1, name: "work", filename: "a.rb", start_line: 1)
+    profile = Sonde::Pprof::Profile.new(
+      sample_types: [%w[cpu-time nanoseconds], %w[cpu-samples count]],
+      samples: [Sonde::Pprof::Sample.new(location_ids: [1], values: [31_300_000, 0], labels: { "thread id" => 1 })],
+      locations: { 1 => Sonde::Pprof::Location.new(id: 1, function_id: 1, line: 2) }, functions: { 1 => frame },
+      time_nanos: 0, duration_nanos: 0, period_type: nil, period: 0, comments: [], default_sample_type: nil
+    )
+    assert_equal "CPU time: 31.3 ms in no sample (CPU recorded between CPU samples, as at a thread's first sampling " \
+                 "pass or its end: docs/reading-profiles.md, \"Where cpu-time comes from\")",
+                 render(profile, sample: :cpu).lines.first.chomp
+  end
+
   # A merged day of periods brings one note per period that differs only in
   # its figures: each kind is said once, with how many more there are.
   def test_notes_alike_from_merged_profiles_are_said_once

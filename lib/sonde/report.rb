@@ -233,6 +233,8 @@ module Sonde
       total = "#{total} #{Report.noun(kind.counted, tally.total)}" if values.count? && kind.counted
       text = "#{kind.title}: #{total}"
       return text unless kind.count_type
+      # "31.3 ms in 0 samples" reads as a contradiction: say what it is.
+      return "#{text} in no #{count_noun} (#{kind.uncounted})" if tally.count.zero? && kind.uncounted
 
       "#{text} in #{Quantities.count(tally.count)} #{Report.noun(count_noun, tally.count)}"
     end

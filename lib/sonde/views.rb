@@ -20,9 +20,10 @@ module Sonde
     # that counts what the value is made of (nil: none), and counted: what
     # it counts, singular ("sample", "object"). estimated_from: instead, the
     # sample type counting the samples an estimated value rests on (nil:
-    # none). record_option: the `sonde record` option without which a
-    # profile has no such samples (nil: always recorded).
-    View = Struct.new(:name, :title, :type, :count_type, :counted, :estimated_from, :record_option,
+    # none). uncounted: what a value with no count behind it is (nil:
+    # there is none). record_option: the `sonde record` option without
+    # which a profile has no such samples (nil: always recorded).
+    View = Struct.new(:name, :title, :type, :count_type, :counted, :estimated_from, :uncounted, :record_option,
                       keyword_init: true) do
       def always_recorded?
         record_option.nil?
@@ -36,7 +37,9 @@ module Sonde
       types = ProfileNames.all.fetch(:sample_types)
       [
         View.new(name: :cpu, title: "CPU time", type: types.fetch(:cpu_time), count_type: types.fetch(:cpu_samples),
-                 counted: "sample"),
+                 counted: "sample",
+                 uncounted: "CPU recorded between CPU samples, as at a thread's first sampling pass or its end: " \
+                            "docs/reading-profiles.md, \"Where cpu-time comes from\""),
         View.new(name: :wall, title: "Wall time", type: types.fetch(:wall_time)),
         View.new(name: :alloc, title: "Allocations", type: types.fetch(:alloc_samples), counted: "object",
                  estimated_from: types.fetch(:alloc_samples_unscaled), record_option: "--alloc"),
