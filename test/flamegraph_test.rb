@@ -36,6 +36,17 @@ class FlamegraphTest < Minitest::Test
     end
   end
 
+  # "(ended threads)" stands for many threads (id 0): the page names it
+  # without an id, where it read "(ended threads) (0)".
+  def test_the_ended_threads_entry_shows_no_thread_id
+    f = PprofFixture::Builder.new
+    f.sample_type("cpu-time", "nanoseconds")
+    f.sample([f.frame("work", "a.rb", line: 2)], [5], "thread id" => 7, "thread name" => "main")
+    f.sample([f.frame("(thread teardown)", "", line: 0)], [3], "thread id" => 0, "thread name" => "(ended threads)")
+    data = page_data(Sonde::Flamegraph.html(Sonde::Pprof.decode(f.encode), title: "t"))
+    assert_equal [["main", 7], ["(ended threads)", nil]], data["threads"]
+  end
+
   def test_page_embeds_every_stack_thread_and_state
     data = page_data(Sonde::Flamegraph.html(DerivedFixture.profile, title: "app.pprof"))
     assert_equal "app.pprof", data["title"]

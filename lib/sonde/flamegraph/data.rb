@@ -50,7 +50,7 @@ module Sonde
           "titles" => @stacks.sample_types.map { |type, _unit| titles[type] },
           "defaultType" => default_type,
           "functions" => @stacks.functions.map { |f| [f.name, f.location] },
-          "threads" => @stacks.threads.map { |t| [t.label, t.id] },
+          "threads" => @stacks.threads.map { |t| [t.label, thread_id_shown(t)] },
           "states" => @stacks.states,
           "labels" => names.map { |name| [name, values.fetch(name).keys] },
           "labelSets" => @label_sets.keys.map { |set| names.map { |name| set.key?(name) ? values[name][set[name]] : ABSENT } },
@@ -61,6 +61,13 @@ module Sonde
       end
 
       private
+
+      # A thread's id as the page shows it beside its name: none for a
+      # thread entry that stands for many (Sonde's "(ended threads)", id 0:
+      # no Linux thread has it), which read "(ended threads) (0)".
+      def thread_id_shown(thread)
+        thread.id.is_a?(Integer) && thread.id <= 0 ? nil : thread.id
+      end
 
       # The page opens on the first of Sonde's views the profile has (CPU
       # time first), else on its first sample type.
