@@ -212,7 +212,9 @@ module Sonde
       values = Report.recorded(io, @profile, kind)
       return unless values
 
-      count_index = kind.count_type && @profile.value_index(kind.count_type)
+      # An estimated table (allocations) counts the samples its estimate rests on.
+      count_type = kind.count_type || kind.estimated_from
+      count_index = count_type && @profile.value_index(count_type)
       tally = Tally.new(@frames, samples, values.index, count_index)
       if tally.total.zero?
         io.puts "#{kind.title}: none recorded"
@@ -221,8 +223,7 @@ module Sonde
 
       # Without its count type, a table counts the samples that have a value.
       io.puts title(kind, values, tally, count_noun: count_index ? kind.counted : "sample")
-      basis = kind.estimated_from && estimate_basis(kind, samples, values.index)
-      io.puts basis if basis
+      io.puts estimate_basis(tally.count) if kind.estimated_from && count_index
       io.puts Table.new(rows(tally, values)).lines
     end
 
@@ -244,16 +245,12 @@ module Sonde
     # error, sqrt(0.5 * 0.5 / 100)); at 3, within 29.
     FEW_SAMPLES = 100
 
-    # How many samples an estimated table's values rest on (a profile
-    # without that count, of an older Sonde or another producer, says
-    # nothing), and a warning when they are few. None: its listening
+    # The line on how many samples an estimated table's values rest on (a
+    # profile without that count, of an older Sonde or another producer,
+    # gets none), with a warning when they are few. None: its listening
     # windows heard too little, and an earlier profile's samples lent it
     # their mix (docs/memory.md, "Listening windows").
-    def estimate_basis(kind, samples, value_index)
-      count_index = @profile.value_index(kind.estimated_from)
-      return unless count_index
-
-      count = samples.sum { |sample| sample.values[value_index].zero? ? 0 : sample.values[count_index] }
+    def estimate_basis(count)
       return "  estimated from #{Quantities.count(count)} samples" if count >= FEW_SAMPLES
 
       basis = if count.zero?

@@ -45,7 +45,7 @@ module Sonde
       end
 
       def write(files, output)
-        profile = ProfileInput.read_all(files, on_gone: ->(file) { @err.puts "#{PREFIX}#{ProfileInput.gone_warning(file)}" })
+        profile = read_profiles(files)
         title = @title || ProfileFileCommand.display_name(files.first, more: files.size - 1)
         page = Flamegraph.html(profile, title: title)
         Flamegraph.write_atomically(output, page)

@@ -51,6 +51,12 @@ module Sonde
 
       private
 
+      # The files merged into one profile (ProfileInput.read_all); a file
+      # gone since it was listed is left out with a warning on stderr.
+      def read_profiles(files)
+        ProfileInput.read_all(files, on_gone: ->(file) { @err.puts "#{self.class::PREFIX}#{ProfileInput.gone_warning(file)}" })
+      end
+
       # An OptionParser whose banner is the usage line and description; the
       # block adds the command's options.
       def option_parser(description)

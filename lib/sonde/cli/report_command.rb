@@ -96,7 +96,7 @@ module Sonde
       # Only reading and options are rescued here; rendering errors (a closed
       # pipe) are left to run.
       def execute(files)
-        profile = ProfileInput.read_all(files, on_gone: ->(file) { @err.puts "#{PREFIX}#{ProfileInput.gone_warning(file)}" })
+        profile = read_profiles(files)
         report = Report.new(profile, **@options)
       rescue ProfileInput::Error => e
         fail_with(EXIT_FILE_ERROR, e.message)

@@ -155,7 +155,10 @@ module Sonde
             unless @snapshot_indexes.empty?
               values = values.dup
               snapshot_values = @snapshot_indexes.map { |i| values[i].tap { values[i] = 0 } }
-              snapshot[key] = snapshot_values if snapshot && snapshot_values.any?(&:nonzero?)
+              if snapshot && snapshot_values.any?(&:nonzero?)
+                # A profile may hold one stack and label set twice (another producer's).
+                snapshot[key] = snapshot.key?(key) ? snapshot[key].zip(snapshot_values).map(&:sum) : snapshot_values
+              end
               next if values.all?(&:zero?) && !@samples.key?(key)
             end
             add_values(key, stack, values, sample.labels)
