@@ -321,6 +321,20 @@ class PprofAppTest < Minitest::Test
     ENV["SONDE_ALLOC"] = previous
   end
 
+  # Routes are drawn in every Rails process (console, rake, runner): a
+  # mistyped SONDE_EVERY crashed each one's boot at the README's mount line.
+  def test_a_bad_environment_setting_refuses_the_capture_not_the_boot
+    previous = ENV.fetch("SONDE_EVERY", nil)
+    ENV["SONDE_EVERY"] = "-1"
+    app = Sonde::PprofApp.new(token: TOKEN)
+    status, _headers, body = get("/profile", "seconds=1&token=#{TOKEN}", app: app)
+    assert_equal 409, status
+    assert_match(/\Athis capture cannot start Sonde: SONDE_EVERY="-1": every must be a number of seconds/, body.join)
+    refute Sonde.running?
+  ensure
+    ENV["SONDE_EVERY"] = previous
+  end
+
   def test_a_continuous_run_serves_only_what_it_samples
     Dir.mktmpdir do |dir|
       Sonde.start(continuous: true, every: 60, export: "dir:#{dir}")

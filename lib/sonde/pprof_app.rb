@@ -95,7 +95,11 @@ module Sonde
               "max_seconds: must be an Integer from 1 to #{MAX_SECONDS}, got #{Setting.shown(max_seconds)}"
       end
 
-      Options.new(rate: rate) # the rate is checked as Sonde.start checks it
+      # The rate is checked as Sonde.start checks it, and only the rate: a
+      # mistyped SONDE_* variable must not stop the application's boot here
+      # (routes are drawn in every Rails process); the capture it would
+      # spoil answers 409 naming it.
+      Options.new(environment: {}, rate: rate)
       Native.load # never raises: a core that cannot load is reported by the capture
       @token_digest = token && Digest::SHA256.digest(token)
       @allow_loopback = allow_loopback ? true : false
