@@ -15,8 +15,9 @@
 #include "thread_contexts.h"
 #include "vm.h"
 
-// The active run's thread-begin hook (a TracePoint), or Qnil. Set by start,
-// cleared by stop, with the GVL; registered with the GC at load.
+// The active run's thread-begin hook (a TracePoint), or Qnil (also on
+// 3.3+, which needs none). Set by start, cleared by stop, with the GVL;
+// registered with the GC at load.
 static VALUE thread_begin_hook = Qnil;
 // And its thread-end hook: RUBY_EVENT_THREAD_END, on the ending thread, for
 // a thread whose block returned (Ruby fires none for one killed or ended
@@ -44,8 +45,12 @@ static sonde_status start_cpu_timers(sonde_run *run, char *error, size_t error_s
     rb_gc_register_address(&thread_end_hook);
     registered = true;
   }
-  thread_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
-  rb_tracepoint_enable(thread_begin_hook);
+  // 3.3+ meets a thread at its first pass, counting from its birth, and
+  // counts one that ends before any at its EXITED (vm.h): no hook at birth.
+  if (!vm_exits_count_unmet_threads()) {
+    thread_begin_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_BEGIN, on_thread_begin, NULL);
+    rb_tracepoint_enable(thread_begin_hook);
+  }
   thread_end_hook = rb_tracepoint_new(0, RUBY_EVENT_THREAD_END, on_thread_end, NULL);
   rb_tracepoint_enable(thread_end_hook);
   return SONDE_OK;

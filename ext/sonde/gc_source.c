@@ -234,6 +234,12 @@ bool gc_source_record_pending(sonde_run *run, bool names_fresh) {
     // count it twice.
     if (context->timer != 0) cpu = 0;
     thread_context_charge_gc(context, wall, cpu);
+  } else if (vm_exits_count_unmet_threads() && !own_threads_has_tid(run->own, gc->gc_tid)) {
+    // 3.3+: a thread no pass has met. Its CPU is counted whole, its GC's
+    // included, from its birth at the first pass that meets it or at its
+    // EXITED (vm.h): here the GC's wall time only, else its CPU would
+    // count twice (it goes with the thread's, not "Garbage Collection").
+    cpu = 0;
   }
   int64_t values[RECORDER_VALUE_COUNT] = {[RECORDER_CPU_TIME_NS] = cpu, [RECORDER_WALL_TIME_NS] = wall};
   recorder *rec = recorder_slots_active(run->slots);

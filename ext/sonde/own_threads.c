@@ -19,6 +19,7 @@ void own_threads_init(own_threads *own) {
 bool own_threads_add(own_threads *own, VALUE thread) {
   if (own_threads_contains(own, thread)) return true;
   if (own->count == MAX_OWN_THREADS) return false;
+  vm_note_thread_accounted(thread); // left out of profiles, its end too
   own->tids[own->count] = 0; // looked up when first needed: a thread just made may have none yet
   own->threads[own->count++] = thread;
   return true;

@@ -78,9 +78,9 @@ struct sampling_pass {
   size_t threads_deferred;
   // Stats.
   uint64_t passes, idle_passes, thread_samples, cpu_samples, dropped_samples, stacks_reused, unattributed;
-  uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads;
+  uint64_t threads_ended, cpu_remainders, ended_threads_merged, teardown_threads, unmet_ended_threads;
   uint64_t quiet_passes, waits_credited, catch_up_passes, wall_samples_deferred;
-  int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns;
+  int64_t cpu_remainder_ns, teardown_cpu_ns, native_exit_cpu_ns, unmet_ended_cpu_ns;
   int64_t ns_total, ns_min, ns_max;
   // Every pass's time, for its quantiles: a few passes the machine
   // preempted move the average, not the median.
@@ -259,9 +259,19 @@ static bool record_ended_threads_cpu(sonde_run *run, uint64_t frame_id, int64_t 
 static void record_teardown_cpu(sonde_run *run) {
   uint64_t threads;
   int64_t ns = vm_take_cpu_after_end_ns(&threads);
-  if (ns <= 0 || !record_ended_threads_cpu(run, stacks_thread_teardown_frame_id(), ns)) return;
-  run->pass->teardown_threads += threads;
-  run->pass->teardown_cpu_ns += ns;
+  if (ns > 0 && record_ended_threads_cpu(run, stacks_thread_teardown_frame_id(), ns)) {
+    run->pass->teardown_threads += threads;
+    run->pass->teardown_cpu_ns += ns;
+  }
+  // And the whole CPU of the threads that ended unmet (3.3+; vm.h): no
+  // stack was read for them, and none is left, so it goes where an
+  // unnamed short thread's CPU at its end went, "(CPU since the thread's
+  // last sample)" under "(ended threads)", its teardown in it.
+  ns = vm_take_unmet_exit_cpu_ns(&threads);
+  if (ns > 0 && record_ended_threads_cpu(run, stacks_thread_end_frame_id(), ns)) {
+    run->pass->unmet_ended_threads += threads;
+    run->pass->unmet_ended_cpu_ns += ns;
+  }
 }
 
 // What ended threads spent after their EXITED event (3.3+; exit_cpu.h),
@@ -348,6 +358,7 @@ static thread_context *meet_thread(sonde_run *run, const vm_thread_info *info, i
   thread_context *context = thread_contexts_meet(run->contexts, info, &is_new, disarm_timer_of, run);
   if (context == NULL) return NULL;
   if (is_new) {
+    vm_note_thread_accounted(info->thread); // its EXITED leaves its CPU to this context
     context->sampling.wall_ns_at_previous_sample = wall_start;
     time_thread_met(run, context, info, at_birth);
   } else {
@@ -373,6 +384,7 @@ int64_t sampling_pass_baseline(sonde_run *run) {
   // What threads that ended before this run spent on their way out is not its.
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
+  vm_take_unmet_exit_cpu_ns(&threads);
   return now;
 }
 
@@ -926,6 +938,16 @@ static bool leave_to_the_ticks(sonde_run *run, thread_context *context, const vm
   return now - context->sampling.wall_ns_at_previous_sample < CATCH_UP_AFTER_INTERVALS * run->settings.interval_ns;
 }
 
+// Where a thread's first wall sample starts: the previous pass, or its
+// birth when it came after (3.3+: its GVL times count from its birth), so
+// that a thread born while the trigger was parked is not sampled as older.
+static int64_t wall_start_of(const sampling_pass *pass, const vm_thread_info *info, int64_t now, bool born_in_run) {
+  if (!born_in_run || !info->has_gvl_times) return pass->previous_pass_ns;
+  const vm_gvl_times *lived = &info->gvl_times;
+  int64_t birth = now - lived->holding_gvl_ns - lived->waiting_for_gvl_ns - lived->off_gvl_ns;
+  return birth > pass->previous_pass_ns ? birth : pass->previous_pass_ns;
+}
+
 static VALUE full_pass_protected(VALUE arg) {
   sonde_run *run = (sonde_run *)arg;
   sampling_pass *pass = run->pass;
@@ -942,9 +964,14 @@ static VALUE full_pass_protected(VALUE arg) {
   list_threads(run, now);
   thread_contexts_begin_pass(run->contexts);
   pass->forgot_while_meeting = false;
+  // Where no thread-begin hook meets threads (vm_exits_count_unmet_threads),
+  // a thread the pass meets for the first time was born in the run (the
+  // baseline met those before it): counted from its birth, as the hook
+  // would have.
+  bool born_in_run = vm_exits_count_unmet_threads();
   for (size_t i = 0; i < pass->thread_count; i++) {
     const vm_thread_info *info = &pass->threads[i];
-    pass->contexts[i] = meet_thread(run, info, pass->previous_pass_ns, false);
+    pass->contexts[i] = meet_thread(run, info, wall_start_of(pass, info, now, born_in_run), born_in_run);
     if (pass->contexts[i] == NULL) pass->dropped_samples++;
     if (info->state == VM_THREAD_RUNNING) gc_source_note_running_thread(run->gc, info->native_tid);
   }
@@ -1098,6 +1125,13 @@ static VALUE end_thread_protected(VALUE arg) {
   vm_thread_info info;
   if (!vm_current_thread_info(&info)) return Qnil;
   thread_context *context = thread_contexts_find_by_handle(run->contexts, info.handle);
+  if (context == NULL && vm_exits_count_unmet_threads()) {
+    // 3.3+: a thread no pass met, with a name, labels or a trace context
+    // (sampling_pass_end_current_thread left the others to their EXITED):
+    // met now, as at its birth, so that its CPU since then is recorded
+    // below in its name and with its labels.
+    context = meet_thread(run, &info, clocks_monotonic_ns(), true);
+  }
   if (context == NULL || context->native_tid != info.native_tid) return Qnil;
   // Its CPU samples still waiting are recorded while it has its name, the
   // one it may have given itself since the last pass: info, read just now,
@@ -1131,9 +1165,29 @@ static VALUE end_thread_protected(VALUE arg) {
   return Qnil;
 }
 
+// Whether the calling thread carries something of its own that "(ended
+// threads)" would lose: a name, labels, a trace context.
+static bool current_thread_has_own_attribution(void) {
+  VALUE thread = rb_thread_current();
+  if (RB_TYPE_P(vm_current_thread_name(), T_STRING) || labels_of_thread(thread) != 0) return true;
+  trace_context trace;
+  labels_trace_of_thread(thread, &trace);
+  return trace.trace_id_high != 0 || trace.trace_id_low != 0 || trace.span_id != 0;
+}
+
+// 3.3+: a thread that no pass met and that has nothing of its own to keep
+// needs nothing here: its EXITED counts its whole CPU (vm.h). Most threads
+// of a churning program are such; the work below (a CPU clock read, a
+// sample) was most of what Sonde added to each (issue 23).
+static bool left_to_its_exit(sonde_run *run) {
+  return vm_exits_count_unmet_threads() &&
+         thread_contexts_find_by_handle(run->contexts, vm_current_thread_handle()) == NULL &&
+         !current_thread_has_own_attribution();
+}
+
 void sampling_pass_end_current_thread(sonde_run *run) {
   sampling_pass *pass = run->pass;
-  if (pass->in_progress || scheduler_stopping(run->scheduler)) return;
+  if (pass->in_progress || scheduler_stopping(run->scheduler) || left_to_its_exit(run)) return;
   pass->in_progress = true;
   int raised = 0;
   rb_protect(end_thread_protected, (VALUE)run, &raised);
@@ -1205,6 +1259,8 @@ void sampling_pass_add_stats(const sonde_run *run, VALUE stats) {
   stats_put_count(stats, "teardown_cpu_threads", pass->teardown_threads);
   stats_put_signed(stats, "teardown_cpu_ns", pass->teardown_cpu_ns);
   stats_put_signed(stats, "native_exit_cpu_ns", pass->native_exit_cpu_ns);
+  stats_put_count(stats, "unmet_ended_threads", pass->unmet_ended_threads);
+  stats_put_signed(stats, "unmet_ended_cpu_ns", pass->unmet_ended_cpu_ns);
   stats_put_count(stats, "quiet_samples", pass->quiet_passes);
   stats_put_count(stats, "waits_credited", pass->waits_credited);
   stats_put_count(stats, "catch_up_samples", pass->catch_up_passes);

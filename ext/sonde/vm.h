@@ -114,6 +114,32 @@ void vm_note_current_thread_end_cpu(int64_t cpu_ns);
 // it came from. Any thread; atomic; 0 on Ruby 3.1.
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads);
 
+// With the GVL: the calling thread's name as the backend knows it now (a
+// String, or Qnil), Qundef where it is not known (Ruby 3.1 reads names
+// from each thread when it is described, not here).
+VALUE vm_current_thread_name(void);
+
+// Whether ended threads that no sampling pass met are counted by their
+// EXITED event (Ruby 3.3+): there each native thread is the Ruby thread's
+// own, so its CPU clock at EXITED is that thread's whole life, read by a
+// hook that runs anyway. Such a thread then needs no thread-begin hook and
+// no thread-end work: most threads of a churning program end before any
+// pass, and that work was most of what Sonde added to each (issue 23).
+// Ruby 3.1 has no EXITED event, and reuses native threads: false.
+bool vm_exits_count_unmet_threads(void);
+
+// With the GVL: this run accounts for the thread's CPU itself (a sampling
+// pass, the baseline or its thread-end hook made a context for it) or
+// leaves it out (one of Sonde's own threads): its EXITED must not count it
+// as a thread that ended unmet. A no-op on Ruby 3.1.
+void vm_note_thread_accounted(VALUE thread);
+
+// Ruby 3.3+: the CPU clocks, at EXITED, of the threads of the main Ractor
+// that ended during the run with no context (vm_note_thread_accounted): their
+// whole lives, teardown included, since the previous call, and how many
+// threads. Any thread; atomic; 0 on Ruby 3.1.
+int64_t vm_take_unmet_exit_cpu_ns(uint64_t *threads);
+
 // Ruby 3.3+: the sum of every ended thread's CPU clock as its EXITED event
 // read it, for the threads that ended while a run was active (from
 // vm_begin_run to vm_end_run; any Ractor's threads; it only grows), for

@@ -102,6 +102,10 @@ typedef struct {
   // The thread's CPU clock as its thread-end hook counted it (0: not
   // counted), for its EXITED hook (see vm_note_current_thread_end_cpu).
   int64_t end_cpu_ns;
+  // The run (run_serial) that met the thread (vm_note_thread_accounted), atomic:
+  // written with the GVL, read by its EXITED hook. A record outlives runs,
+  // so a flag alone would hold an earlier run's meeting.
+  uint64_t met_in_run;
   // Where the thread's pair sits in the registry, plus one (0: nowhere).
   // With the GVL only, on the main Ractor (see the registry below).
   long registry_slot;
@@ -126,6 +130,10 @@ static int64_t cpu_after_end_ns;
 static uint64_t threads_after_end;
 // Every ended thread's CPU clock at its EXITED event, summed (atomic).
 static int64_t exited_clock_total_ns;
+// The part of it from threads of the main Ractor that no context of the
+// run met, waiting for vm_take_unmet_exit_cpu_ns; and how many (atomic).
+static int64_t unmet_exit_cpu_ns;
+static uint64_t unmet_exit_threads;
 // The tids of the latest threads to pass EXITED, a ring that hooks write
 // (atomic slot, atomic store): such a thread may still be listed in
 // /proc/self/task while its native thread exits, and its clock, already
@@ -140,6 +148,9 @@ static uint64_t recent_exit_count;
 // EXITED clock read (system calls; exit_cpu.h takes its baseline after the
 // run began). Records made during a run keep their times between runs.
 static int run_active;
+// Which run is active: vm_begin_run counts it up (with the GVL), so that a
+// record met in an earlier run does not read as met in this one (atomic).
+static uint64_t run_serial;
 
 // Thread-specific storage for thread_record pointers; created at init.
 static rb_internal_thread_specific_key_t record_key;
@@ -267,9 +278,21 @@ static void add_cpu_after_end(const thread_record *record) {
   if (record->pthread == 0 || !pthread_equal(record->pthread, pthread_self())) return;
   int64_t now = clocks_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
   if (now < 0) return;
+  // Another Ractor's thread was never told its tid (on_thread_begin).
+  pid_t tid = record->tid != 0 ? record->tid : (pid_t)syscall(SYS_gettid);
   uint64_t slot = shared_add_relaxed(&recent_exit_count, 1) % RECENT_EXITS;
-  shared_store_relaxed(&recent_exits[slot], record->tid);
+  shared_store_relaxed(&recent_exits[slot], tid);
   shared_add_release(&exited_clock_total_ns, now);
+  if (shared_load_acquire(&record->met_in_run) != shared_load_acquire(&run_serial)) {
+    // Met by no pass and no hook of this run: its clock is its whole life
+    // (a native thread per Ruby thread), counted here once. Another
+    // Ractor's thread is left to ractor_accounting.h.
+    if (record_of_main_ractor(record)) {
+      shared_add_relaxed(&unmet_exit_cpu_ns, now);
+      shared_add_relaxed(&unmet_exit_threads, 1);
+    }
+    return;
+  }
   int64_t counted = shared_load_relaxed(&record->end_cpu_ns);
   if (counted <= 0 || now <= counted) return;
   shared_add_relaxed(&cpu_after_end_ns, now - counted);
@@ -289,6 +312,13 @@ size_t vm_recently_exited_tids(int64_t *tids, size_t max) {
 void vm_note_current_thread_end_cpu(int64_t cpu_ns) {
   thread_record *record = rb_internal_thread_specific_get(rb_thread_current(), record_key);
   if (record != NULL && record->pid == this_process()) shared_store_relaxed(&record->end_cpu_ns, cpu_ns);
+}
+
+bool vm_exits_count_unmet_threads(void) { return true; }
+
+int64_t vm_take_unmet_exit_cpu_ns(uint64_t *threads) {
+  *threads = shared_exchange_relaxed(&unmet_exit_threads, 0);
+  return shared_exchange_relaxed(&unmet_exit_cpu_ns, 0);
 }
 
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
@@ -315,9 +345,12 @@ static void on_thread_event_without_gvl(rb_event_flag_t event, const rb_internal
       if (record == NULL) return; // out of memory: this thread is not sampled
       rb_internal_thread_specific_set(thread, record_key, record);
     } else {
-      // Made before the thread first ran here: now its pthread (and tid) are known.
+      // Made before the thread first ran here: now its pthread is known.
+      // Its tid comes from Ruby at its thread-begin hook (a main-Ractor
+      // thread; nothing needs it before: it is the GVL owner only from
+      // there) or at its EXITED (another Ractor's): gettid here was a
+      // system call for every thread, one Ruby had made already.
       if (record->pthread == 0) record->pthread = pthread_self();
-      if (record->tid == 0 && in_run) record->tid = (pid_t)syscall(SYS_gettid);
       record_event(record, GVL_EVENT_RESUMED);
     }
     shared_add_relaxed(&record->acquisitions, 1);
@@ -514,6 +547,11 @@ static thread_record *record_of_this_process(VALUE thread) {
   return record != NULL && record->pid == this_process() ? record : NULL;
 }
 
+void vm_note_thread_accounted(VALUE thread) {
+  thread_record *record = record_of_this_process(thread);
+  if (record != NULL) shared_store_release(&record->met_in_run, shared_load_relaxed(&run_serial));
+}
+
 static long registry_index_of(VALUE thread) {
   if (NIL_P(registry)) return -1;
   thread_record *record = record_of_this_process(thread);
@@ -529,6 +567,8 @@ static VALUE registered_name(VALUE thread) {
   long index = registry_index_of(thread);
   return index < 0 ? Qundef : RARRAY_AREF(registry, index + 1);
 }
+
+VALUE vm_current_thread_name(void) { return registered_name(rb_thread_current()); }
 
 // Only a thread with a record of this process is added (vm_each_thread
 // would drop one without at once).
@@ -583,6 +623,13 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
 static void on_thread_begin(VALUE tracepoint, void *unused) {
   if (!vm_on_main_ractor()) return;
   VALUE thread = rb_thread_current();
+  // Its tid as Ruby noted it when its native thread began (a method call,
+  // not a system call: see the RESUMED hook).
+  thread_record *record = record_of_this_process(thread);
+  if (record != NULL && record->tid == 0) {
+    VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+    if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
+  }
   record_of_current_thread(thread, this_process());
   registry_add(thread, rb_funcall(thread, id_name, 0));
 }
@@ -598,6 +645,7 @@ static void on_thread_end(VALUE tracepoint, void *unused) {
 }
 
 void vm_begin_run(void) {
+  shared_add_seq(&run_serial, 1);
   shared_store_seq(&run_active, 1);
   registry = rb_ary_new();
   VALUE threads = rb_funcall(rb_cThread, id_list, 0);
@@ -759,6 +807,7 @@ void vm_forget_after_fork(void) {
   shared_store_seq(&run_active, 0); // the parent's run is not the child's
   uint64_t threads;
   vm_take_cpu_after_end_ns(&threads);
+  vm_take_unmet_exit_cpu_ns(&threads); // the parent's ended threads
 }
 
 // The whole depth of a stack of which `kept` frames were read, or 0 when

@@ -126,6 +126,17 @@ bool vm_reuses_native_threads(void) { return true; }
 // thread starts counting where this one's end left its clock.
 void vm_note_current_thread_end_cpu(int64_t cpu_ns) {}
 
+bool vm_exits_count_unmet_threads(void) { return false; }
+
+VALUE vm_current_thread_name(void) { return Qundef; }
+
+void vm_note_thread_accounted(VALUE thread) {}
+
+int64_t vm_take_unmet_exit_cpu_ns(uint64_t *threads) {
+  *threads = 0;
+  return 0;
+}
+
 int64_t vm_take_cpu_after_end_ns(uint64_t *threads) {
   *threads = 0;
   return 0;
