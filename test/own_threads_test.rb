@@ -53,7 +53,10 @@ class OwnThreadsTest < Minitest::Test
     # While everything waits passes thin out (3.1) or stop (3.3+): the idle
     # helper still took passes, and the main thread's sleep is in the profile.
     assert_operator facts["idle_samples_after"], :>=, 1, "sampling goes on while the app sleeps"
-    assert_operator facts["main_wall"], :>=, 0.5, "the main thread's sleep is in the profile"
+    # The stop's catch-up pass leaves out the stopping thread's last
+    # moments, up to 2 intervals (its own Sonde.stop call, by design: 10 ms
+    # at 200 Hz): a CI run read 0.4937 against the 0.5 this bound was.
+    assert_operator facts["main_wall"], :>=, 0.5 - (2 * 0.005), "the main thread's sleep is in the profile"
     assert_equal 0, facts["restarts"]
     assert_empty stderr
   end
