@@ -1172,7 +1172,7 @@ static bool current_thread_has_own_attribution(void) {
   if (RB_TYPE_P(vm_current_thread_name(), T_STRING) || labels_of_thread(thread) != 0) return true;
   trace_context trace;
   labels_trace_of_thread(thread, &trace);
-  return trace.trace_id_high != 0 || trace.trace_id_low != 0 || trace.span_id != 0;
+  return trace_context_is_set(&trace);
 }
 
 // 3.3+: a thread that no pass met and that has nothing of its own to keep

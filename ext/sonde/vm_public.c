@@ -596,15 +596,23 @@ static void registry_remove_at(long index) {
   rb_ary_resize(registry, last);
 }
 
+// The thread's tid as Ruby noted it when its native thread began
+// (Thread#native_thread_id: a method call, where gettid would be a system
+// call), 0 while it has no native thread. Calls Ruby: hooks and start only.
+static pid_t tid_known_to_ruby(VALUE thread) {
+  VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
+  return FIXNUM_P(tid) && FIX2LONG(tid) > 0 ? (pid_t)FIX2LONG(tid) : 0;
+}
+
 // A thread that has not touched the GVL since Sonde loaded (it was asleep or
 // blocked already) has no record: make one from its tid. It does not hold
 // the GVL (the caller does), and its own hooks cannot write the record before
 // it is set: they find none and wait for the next event. Its pthread comes
 // with its first RESUMED. Calls Ruby: only from vm_begin_run.
 static thread_record *record_of_thread_met_late(VALUE thread) {
-  VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
-  if (!FIXNUM_P(tid) || FIX2LONG(tid) <= 0) return NULL; // no native thread yet
-  thread_record *record = new_record(0, (pid_t)FIX2LONG(tid), GVL_EVENT_SUSPENDED);
+  pid_t tid = tid_known_to_ruby(thread);
+  if (tid == 0) return NULL; // no native thread yet
+  thread_record *record = new_record(0, tid, GVL_EVENT_SUSPENDED);
   if (record == NULL) return NULL;
   mark_of_main_ractor(record); // from Thread.list, on the main Ractor
   rb_internal_thread_specific_set(thread, record_key, record);
@@ -623,13 +631,9 @@ static thread_record *record_of_thread_met_late(VALUE thread) {
 static void on_thread_begin(VALUE tracepoint, void *unused) {
   if (!vm_on_main_ractor()) return;
   VALUE thread = rb_thread_current();
-  // Its tid as Ruby noted it when its native thread began (a method call,
-  // not a system call: see the RESUMED hook).
+  // Its tid, which its RESUMED hook left for here.
   thread_record *record = record_of_this_process(thread);
-  if (record != NULL && record->tid == 0) {
-    VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
-    if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
-  }
+  if (record != NULL && record->tid == 0) record->tid = tid_known_to_ruby(thread);
   record_of_current_thread(thread, this_process());
   registry_add(thread, rb_funcall(thread, id_name, 0));
 }
@@ -663,8 +667,7 @@ void vm_begin_run(void) {
       if (record->tid == 0) {
         // Born READY and not run yet: 1:1 threads get their native thread
         // before they first queue for the GVL, so Ruby knows the tid already.
-        VALUE tid = rb_funcall(thread, id_native_thread_id, 0);
-        if (FIXNUM_P(tid) && FIX2LONG(tid) > 0) record->tid = (pid_t)FIX2LONG(tid);
+        record->tid = tid_known_to_ruby(thread);
       }
     }
     if (record != NULL) registry_add(thread, rb_funcall(thread, id_name, 0));
