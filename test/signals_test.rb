@@ -83,10 +83,12 @@ class SignalsTest < Minitest::Test
   statistical def test_forked_child_profiles_itself_and_not_its_parent
     Dir.mktmpdir do |dir|
       stdout, stderr, status = run_ruby("-rsonde", "-e", <<~RUBY, chdir: dir)
+        # By the thread's own CPU clock: the bound below is on CPU samples,
+        # and beside CI's other legs a wall-clock spin got a fraction of a core.
         def spin(seconds)
-          deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+          deadline = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + seconds
           x = 0
-          x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+          x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < deadline
         end
         def parent_work = spin(0.3)
         def child_work = spin(0.5)
