@@ -49,6 +49,9 @@ struct gc_source {
   // The one-frame "Garbage Collection" stack, interned for this generation.
   uint32_t stack_id;
   uint64_t stack_generation;
+  // The sample the latest GC went to: the next is most often the same
+  // (the same thread, the same kind of GC), found without a lookup.
+  recorder_sample_hint sample_hint;
   // Stats.
   uint64_t events;  // GC enter/exit pairs (3.3+), or GCs counted (3.1/3.2)
   uint64_t samples; // merged GC records
@@ -190,7 +193,7 @@ static bool record_for_context(gc_source *gc, recorder *rec, thread_context *con
   }
   recorder_context sample_context = {.state = gc_source_latest_gc_state(), .at_ns = at_ns};
   return thread_context_recorder_index(context, rec, &sample_context.thread_index) &&
-         recorder_add(rec, gc->stack_id, &sample_context, values) == 0;
+         recorder_add_hinted(rec, gc->stack_id, &sample_context, values, &gc->sample_hint) == 0;
 }
 
 // A GC can run on one of Sonde's own threads (the flusher allocates): it is

@@ -441,10 +441,12 @@ static bool judge_sleep(VALUE frame) {
   return false;
 }
 
+// Without its line: finding a Ruby frame's line searches its iseq's line
+// table, and a preempted thread's leaf is Ruby code (issue 22: lines were
+// about half of what reading frames cost on 3.4).
 static bool leaf_is_a_sleep(VALUE thread) {
   VALUE leaf;
-  int line;
-  if (rb_profile_thread_frames(thread, 0, 1, &leaf, &line) < 1 || !is_core_method_frame(leaf)) return false;
+  if (rb_profile_thread_frames(thread, 0, 1, &leaf, NULL) < 1 || !is_core_method_frame(leaf)) return false;
   st_data_t verdict;
   if (st_lookup(sleep_verdicts, (st_data_t)leaf, &verdict)) return verdict != 0;
   bool is_sleep = judge_sleep(leaf);

@@ -267,8 +267,18 @@ typedef struct {
   uint32_t all, major;
 } gc_epochs;
 
+// The major count is asked for only when GC.count moved (every GC moves
+// it): GC.stat finds its key among dozens, in GC data the pass finds out
+// of the caches, and the pass walks several stacks between two GCs.
 static gc_epochs gc_epochs_now_with_gvl(void) {
-  return (gc_epochs){.all = (uint32_t)rb_gc_count(), .major = (uint32_t)rb_gc_stat(major_gc_count_key)};
+  static gc_epochs seen;
+  static bool any_seen;
+  uint32_t all = (uint32_t)rb_gc_count();
+  if (!any_seen || all != seen.all) {
+    seen = (gc_epochs){.all = all, .major = (uint32_t)rb_gc_stat(major_gc_count_key)};
+    any_seen = true;
+  }
+  return seen;
 }
 
 static bool is_old(const rb_iseq_t *iseq) {
