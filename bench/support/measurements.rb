@@ -307,8 +307,12 @@ module SondeBench
 
     Row = Struct.new(:threads, :depth, :passes, :pass_min_ns, :pass_avg_ns, :pass_p50_ns, :pass_max_ns, :per_thread_ns,
                      keyword_init: true)
+    # A serving thread's stack read as a pass reads it, 10 ms of the
+    # application after the previous read, and the same read right after
+    # (puma_worker.rb, SONDE_BENCH_STACK_READS; no profiler running).
+    StackReads = Struct.new(:reads, :frames, :first_ns, :again_ns, keyword_init: true)
 
-    attr_reader :rows, :worker_rows # RubyTarget => Row
+    attr_reader :rows, :worker_rows, :stack_reads # RubyTarget => Row, RubyTarget => StackReads
 
     def initialize(child, settings, log, rubies)
       @child = child
@@ -328,6 +332,9 @@ module SondeBench
         @rubies.each do |ruby|
           @runs[[WORKER, ruby]] << @child.run(WORKER, profiler: "sonde", rate: WORKER_RATE_HZ, scale: @settings.scale,
                                                       seconds: worker_seconds, ruby: ruby)
+          @runs[[:stack_reads, ruby]] << @child.run(WORKER, profiler: "none", rate: 0, scale: @settings.scale,
+                                                            seconds: worker_seconds, ruby: ruby,
+                                                            env: { "SONDE_BENCH_STACK_READS" => "1" })
         end
       end
       @log.call("sample cost: done")
@@ -336,7 +343,15 @@ module SondeBench
         runs = @runs[[WORKER, ruby]]
         [ruby, row(runs.first.details.fetch("threads"), "90-145", runs)]
       end
+      @stack_reads = @rubies.to_h { |ruby| [ruby, stack_reads_of(@runs[[:stack_reads, ruby]])] }
       self
+    end
+
+    def stack_reads_of(runs)
+      reads = runs.map { |run| run.details.fetch("stack_reads") }
+      StackReads.new(reads: reads.sum { |r| r.fetch("reads") }, frames: Summary.of(reads.map { |r| r.fetch("frames") }),
+                     first_ns: Summary.of(reads.map { |r| r.fetch("first_ns") }),
+                     again_ns: Summary.of(reads.map { |r| r.fetch("again_ns") }))
     end
 
     # The smoke run keeps its tiny length for every shape.

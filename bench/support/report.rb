@@ -264,7 +264,28 @@ module SondeBench
         | Ruby | threads | depth | passes | pass min µs | pass median µs | pass avg µs | pass max µs | per thread sampled µs |
         |---|---|---|---|---|---|---|---|---|
         #{workers.join("\n")}
+
+        Where a pass's time goes: reading a serving thread's stack, as a pass reads a thread that ran
+        since its previous sample (all its frames, `Sonde::Native::Testing.stack_read_ns`), 10 ms of
+        the application after the previous read, then the same read again at once, from a thread
+        that reads each serving thread's stack every 10 ms of the same shape without a profiler
+        (`SONDE_BENCH_STACK_READS=1`, #{@settings.cost_repeats} run(s) per Ruby, medians of each run's median). The
+        first read finds the stack's frames, iseqs and method entries where the application left
+        them; the second, in the caches the first filled.
+
+        | Ruby | reads | frames | first read µs | the same read again µs | again / first |
+        |---|---|---|---|---|---|
+        #{stack_read_rows.join("\n")}
       MD
+    end
+
+    def stack_read_rows
+      @cost.stack_reads.map do |ruby, reads|
+        next "| #{ruby.series} | #{reads.reads} | – | – | – | – |" unless reads.first_ns && reads.again_ns
+
+        "| #{ruby.series} | #{reads.reads} | #{reads.frames.to_s(&:to_i)} | #{reads.first_ns.to_s { |v| us(v) }} | " \
+          "#{reads.again_ns.to_s { |v| us(v) }} | #{format("%.2f", reads.again_ns.median / reads.first_ns.median)} |"
+      end
     end
 
     def completeness_table

@@ -93,6 +93,40 @@ module WorkerShape
     LAYERS.reverse.inject(Action.new(levels)) { |inner, (name, _)| const_get(name).new(inner) }
   end
 
+  # SONDE_BENCH_STACK_READS=1 (run without a profiler): what reading a
+  # serving thread's stack costs where a sampling pass reads it, 10 ms of
+  # the application after the previous read, and what the same read costs
+  # right after, with the caches that first read filled. A thread reading
+  # stacks stands in for the pass: every 10 ms it reads each serving
+  # thread's stack twice in a row (Sonde::Native::Testing.stack_read_ns).
+  # Returns a thread whose value is the medians.
+  STACK_READ_INTERVAL_S = 0.01
+
+  def self.read_stacks_meanwhile(busy)
+    require "sonde"
+    Sonde::Native.load!
+    Thread.new do
+      first = []
+      again = []
+      frames = []
+      while busy.any?(&:alive?)
+        sleep(STACK_READ_INTERVAL_S)
+        busy.each do |thread|
+          depth, (cold, warm) = Sonde::Native::Testing.stack_read_ns(thread, 2)
+          next if depth.zero?
+
+          frames << depth
+          first << cold
+          again << warm
+        rescue ArgumentError
+          next # it ended meanwhile
+        end
+      end
+      median = ->(values) { values.sort[values.size / 2] }
+      { reads: first.size, frames: median.call(frames), first_ns: median.call(first), again_ns: median.call(again) }
+    end
+  end
+
   def self.work(seed)
     text = +""
     WORK_STEPS.times { |i| text << ((seed * 31) + i).to_s(36) }
@@ -137,6 +171,7 @@ SondeBench::Workload.measure("puma_worker") do
     end
   end
   Thread.pass until threads.all? { |thread| thread.status == "sleep" }
+  stack_reads = WorkerShape.read_stacks_meanwhile(busy) if ENV["SONDE_BENCH_STACK_READS"] == "1"
   # The main thread waits as Puma's worker does, deep in its own frames.
   requests = WorkerShape.stack(30).call({ leaf: ->(_) { busy.sum(&:value) } })
   stop = true
@@ -149,5 +184,7 @@ SondeBench::Workload.measure("puma_worker") do
   selected_writer.write("x")
   threads.each(&:join)
   [reader, writer, selected_reader, selected_writer].each(&:close)
-  { threads: 1 + threads.size + busy.size, requests: requests }
+  details = { threads: 1 + threads.size + busy.size, requests: requests }
+  details[:stack_reads] = stack_reads.value if stack_reads
+  details
 end

@@ -1,6 +1,7 @@
 // testing.c: Sonde::Native::Testing, hooks for tests to reach the paths a
-// healthy run never takes (a failing pass, a kernel that refuses timers).
-// Not part of Sonde's API. With the GVL.
+// healthy run never takes (a failing pass, a kernel that refuses timers),
+// and for benchmarks to time one step of a pass alone. Not part of Sonde's
+// API. With the GVL.
 #include <errno.h>
 
 #include "cpu_timers.h"
@@ -8,6 +9,9 @@
 #include "recorder_slots.h"
 #include "run.h"
 #include "sampling_pass.h"
+#include "clocks.h"
+#include "stacks.h"
+#include "vm.h"
 
 static sonde_run *running_run(void) {
   sonde_run *run = run_active();
@@ -53,10 +57,35 @@ static VALUE testing_burn_at_stop(VALUE self, VALUE seconds) {
   return Qnil;
 }
 
+// Testing.stack_read_ns(thread, times) -> [frames, [ns, ...]]: reads the
+// thread's stack times in a row, as a sampling pass reads a thread that
+// ran since its previous sample (all its frames, no memo), and times each
+// read. The first read after the application ran finds the stack's memory
+// (its frames, their iseqs and method entries) where the application left
+// it; the next ones find it in the caches the first filled
+// (bench/workloads/puma_worker.rb compares them).
+#define STACK_READ_MAX_FRAMES 2048
+static VALUE testing_stack_read_ns(VALUE self, VALUE thread, VALUE times) {
+  long count = NUM2LONG(times);
+  if (count < 1 || count > 100) rb_raise(rb_eArgError, "times must be from 1 to 100");
+  const void *handle = vm_thread_handle_of(thread);
+  if (handle == NULL) rb_raise(rb_eArgError, "not a living thread");
+  static recorder_frame frames[STACK_READ_MAX_FRAMES + 1];
+  VALUE durations = rb_ary_new_capa(count);
+  uint32_t depth = 0;
+  for (long i = 0; i < count; i++) {
+    int64_t started = clocks_monotonic_ns();
+    depth = stacks_collect(handle, frames, STACK_READ_MAX_FRAMES);
+    rb_ary_push(durations, LL2NUM(clocks_monotonic_ns() - started));
+  }
+  return rb_ary_new_from_args(2, UINT2NUM(depth), durations);
+}
+
 void testing_define_methods(VALUE native) {
   VALUE testing = rb_define_module_under(native, "Testing");
   rb_define_module_function(testing, "fail_next_sample", testing_fail_next_sample, 0);
   rb_define_module_function(testing, "fail_timer_creation", testing_fail_timer_creation, 1);
   rb_define_module_function(testing, "bound_timeline", testing_bound_timeline, 1);
   rb_define_module_function(testing, "burn_at_stop", testing_burn_at_stop, 1);
+  rb_define_module_function(testing, "stack_read_ns", testing_stack_read_ns, 2);
 }

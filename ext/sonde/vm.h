@@ -247,6 +247,10 @@ void vm_forget_after_fork(void);
 // Returns false when the thread has no native thread (not started, ended).
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info);
 
+// The handle (vm_thread_info.handle) of a living Ruby thread, outside a run
+// too; NULL for anything else. Needs the GVL. For Sonde::Native::Testing.
+const void *vm_thread_handle_of(VALUE thread);
+
 // Ruby's own GC clock (GC.total_time), in nanoseconds, read without calling
 // a Ruby method, or -1 where it is not read (backends with GC hooks). With
 // the GVL.

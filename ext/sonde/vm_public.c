@@ -782,6 +782,13 @@ bool vm_current_thread_info(vm_thread_info *info) {
   return true;
 }
 
+// The handle is the Thread object (see vm_each_thread); Thread#alive?, as
+// this is for tests only.
+const void *vm_thread_handle_of(VALUE thread) {
+  if (!rb_obj_is_kind_of(thread, rb_cThread) || !RTEST(rb_funcall(thread, rb_intern("alive?"), 0))) return NULL;
+  return (const void *)thread;
+}
+
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {
   thread_record *record = rb_internal_thread_specific_get(thread, record_key);
   if (record == NULL || record->tid == 0 || record->pid != this_process()) return false;

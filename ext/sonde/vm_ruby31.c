@@ -642,6 +642,12 @@ void vm_begin_run(void) {
 
 void vm_end_run(void) {}
 
+const void *vm_thread_handle_of(VALUE thread) {
+  if (!rb_obj_is_kind_of(thread, rb_cThread)) return NULL;
+  rb_thread_t *th = RTYPEDDATA_DATA(thread);
+  return th == NULL || th->tid == 0 || th->status == THREAD_KILLED ? NULL : th;
+}
+
 bool vm_thread_info_of(VALUE thread, vm_thread_info *info) {
   if (!rb_obj_is_kind_of(thread, rb_cThread)) return false;
   rb_thread_t *th = RTYPEDDATA_DATA(thread);
