@@ -41,7 +41,12 @@ class AllocStormTest < Minitest::Test
     capacity = facts["capacity"]
     assert_equal capacity, facts["tracked"], "the set fills up to its cap"
     assert_operator facts["dropped"], :>=, 100_000 - capacity, "objects past the cap are counted"
-    assert_equal capacity, facts["live_in_profile"], "every followed object is in the profile, at weight 1"
+    # The set may hold a few temporaries made right after the start, which
+    # die before the stop: in 1 run of 10 no check of the live heap ran
+    # before the stop to make room for two more kept objects.
+    assert_operator facts["tracked_at_stop"], :>=, capacity - 16, "the set still holds the kept objects at the stop"
+    assert_equal facts["tracked_at_stop"], facts["live_in_profile"],
+                 "every followed object alive at the stop is in the profile, at weight 1"
     rss = facts["rss_kb"]
     SondeStress.record("alloc cap", capacity: capacity, dropped: facts["dropped"], rss_kb: rss.join("/"))
     assert_operator rss.last - rss[1], :<, 5 * 1024, "RSS grew between the 2nd and 3rd full runs: #{rss.inspect}"
