@@ -17,8 +17,12 @@
 # native thread, perf saw a fifth of the process's CPU.
 #
 # The sleeping thread (pthread_create on libc's sleep, through Fiddle) is
-# the cost of one more thread in the process, whoever owns it: Sonde has
-# two (its trigger and its idle helper), which sleep almost always.
+# the cost of one more native thread in the process that Ruby does not
+# know, whoever owns it: Sonde's trigger is one. The sleeping Ruby thread
+# (Thread.new { sleep }) is the cost of one more Ruby thread that waits:
+# Sonde's idle helper is one. Both sleep almost always. (A C program's
+# thread creation, timed the same way here, does not move with either
+# kind of sleeping thread beside it: the cost is in Ruby's handling.)
 # "sonde, no signals" (signals: false) runs without CPU timers and so
 # without the thread-begin and thread-end hooks that come with them: what
 # is left is the GVL hooks and the thread registry (3.3+), and the
@@ -78,6 +82,8 @@ rate = Integer(ARGV.fetch(2))
 kinds = ["none", "none (A/A)", "sonde", "sonde, no signals", "stackprof-cpu"]
 sleeper = SleepingNativeThread.new if SleepingNativeThread.available?
 kinds << "a sleeping thread" if sleeper
+kinds << "a sleeping Ruby thread"
+sleeping_ruby_thread = nil
 process_cpu = -> { SondeBench::Workload.process_cpu }
 run_slice = -> { threads.times { Thread.new { Array.new(8) { |k| k * k }.sum }.join } }
 run_slice.call # warm up: Ruby's thread machinery, the heap's size
@@ -91,6 +97,9 @@ rounds.times do
     when "sonde, no signals" then Sonde.start(rate: rate, signals: false)
     when "stackprof-cpu" then StackProf.start(mode: :cpu, interval: 1_000_000 / rate, raw: true)
     when "a sleeping thread" then sleeper.start
+    when "a sleeping Ruby thread"
+      sleeping_ruby_thread = Thread.new { sleep }
+      Thread.pass until sleeping_ruby_thread.status == "sleep"
     end
     started = process_cpu.call
     run_slice.call
@@ -103,6 +112,7 @@ rounds.times do
     when "sonde, no signals" then Sonde.stop
     when "stackprof-cpu" then StackProf.stop
     when "a sleeping thread" then sleeper.stop
+    when "a sleeping Ruby thread" then sleeping_ruby_thread.kill.join
     end
   end
 end
