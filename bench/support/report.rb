@@ -266,7 +266,8 @@ module SondeBench
         #{workers.join("\n")}
 
         Where a pass's time goes: reading a serving thread's stack, as a pass reads a thread that ran
-        since its previous sample (all its frames, `Sonde::Native::Testing.stack_read_ns`), 10 ms of
+        since its previous sample (all its frames, without 3.1's memo of the previous read:
+        `Sonde::Native::Testing.stack_read_ns`), 10 ms of
         the application after the previous read, then the same read again at once, from a thread
         that reads each serving thread's stack every 10 ms of the same shape without a profiler
         (`SONDE_BENCH_STACK_READS=1`, #{@settings.cost_repeats} run(s) per Ruby, medians of each run's median). The
