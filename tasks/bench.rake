@@ -183,10 +183,12 @@ namespace :bench do
     sh RbConfig.ruby, INSTALL_PEERS
   end
 
-  desc "The cost of a sampling pass alone (six shapes on this machine's Ruby, the Rails-worker shape on each Ruby " \
-       "of SONDE_BENCH_RUBIES, default host,3.3): writes tmp/bench/RESULTS.cost.md or $SONDE_BENCH_RESULTS"
+  desc "The cost of a sampling pass alone (six shapes on this machine's Ruby, the Rails-worker shape and its " \
+       "stack reads on each Ruby of SONDE_BENCH_RUBIES, default host,3.3,3.4; ~3 min): writes " \
+       "tmp/bench/RESULTS.cost.md or $SONDE_BENCH_RESULTS"
   task cost: :compile do
-    compile_for_benchmarked_rubies
+    require_relative "../bench/support/settings"
+    compile_for_benchmarked_rubies(ENV.fetch("SONDE_BENCH_RUBIES", SondeBench::COST_RUBIES))
     sh RbConfig.ruby, BENCH_RUN, "--cost"
   end
 
