@@ -9,7 +9,15 @@
 require "json"
 require "sonde"
 
-def epoch_ns = Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)
+# Edges are read on CLOCK_MONOTONIC, the clock Sonde times samples with,
+# and put on the epoch as Sonde puts its samples: by the offset between the
+# two clocks at the start (set below, right after Sonde.start). Read on
+# CLOCK_REALTIME, the edges moved when the system clock did and the
+# samples did not: in one CI run, on 3.3 and 3.4, a first turn began 20 ms
+# after the start although the main thread sleeps 50 ms before it, and A's
+# contended samples came 5-13 ms before the main thread let A go.
+$epoch_offset_ns = 0
+def epoch_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) + $epoch_offset_ns
 def thread_cpu_ns = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
 
 def spin_for(seconds)
@@ -43,6 +51,8 @@ end
 
 out, options = ARGV
 Sonde.start(**JSON.parse(options || "{}", symbolize_names: true))
+$epoch_offset_ns = Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond) -
+                   Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
 turns = Queue.new
 a_turn = Queue.new
 b_turn = Queue.new
