@@ -201,9 +201,15 @@ class SamplingTest < Minitest::Test
     out = File.join(@dir, "named.pprof")
     stdout, stderr, status = run_ruby("-rjson", "-e", <<~RUBY)
       require "sonde"
-      now = -> { Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond) }
+      # On the clock Sonde times samples with, put on the epoch as Sonde puts
+      # them (by the clocks' offset at the start): a step of the system
+      # clock during the run moves neither (see taking_turns.rb).
+      offset = 0
+      now = -> { Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) + offset }
       named_at = {}
       Sonde.profile(out: #{out.inspect}, rate: 1000) do
+        offset = Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond) -
+                 Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
         outside = Thread.new { t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0 < 0.2 }
         outside.name = "named-outside"
         named_at[outside.native_thread_id] = now.call
