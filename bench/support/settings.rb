@@ -79,8 +79,7 @@ module SondeBench
       seed: Integer(env.fetch("SONDE_BENCH_SEED", DEFAULT_SEED)),
       results: env.fetch("SONDE_BENCH_RESULTS", results),
       command: command_of(smoke, accuracy_only, cost_only),
-      rubies: env.fetch("SONDE_BENCH_RUBIES", cost_only && !smoke ? COST_RUBIES : base[:rubies])
-                 .sub("host", Peers.ruby_series),
+      rubies: env.fetch("SONDE_BENCH_RUBIES", cost_only ? COST_RUBIES : base[:rubies]).sub("host", Peers.ruby_series),
       accuracy_repeats: Integer(env.fetch("SONDE_BENCH_ACCURACY_REPEATS", base[:accuracy_repeats])),
       accuracy_seconds: accuracy_seconds && Float(accuracy_seconds),
       accuracy_only: accuracy_only,

@@ -17,6 +17,7 @@
 # distinct frames and where threads park, which this has.
 #
 # Runs for SONDE_BENCH_SECONDS, else a fixed number of requests.
+require_relative "../support/summary"
 require_relative "../support/workload"
 
 module WorkerShape
@@ -122,7 +123,7 @@ module WorkerShape
           next # it ended meanwhile
         end
       end
-      median = ->(values) { values.sort[values.size / 2] }
+      median = ->(values) { SondeBench::Summary.percentile(values, 0.5) }
       { reads: first.size, frames: median.call(frames), first_ns: median.call(first), again_ns: median.call(again) }
     end
   end

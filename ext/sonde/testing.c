@@ -4,12 +4,12 @@
 // API. With the GVL.
 #include <errno.h>
 
+#include "clocks.h"
 #include "cpu_timers.h"
 #include "profiler.h"
 #include "recorder_slots.h"
 #include "run.h"
 #include "sampling_pass.h"
-#include "clocks.h"
 #include "stacks.h"
 #include "vm.h"
 
